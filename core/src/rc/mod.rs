@@ -1,0 +1,1 @@
+//! RC transport state machines.
