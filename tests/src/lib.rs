@@ -1,1 +1,108 @@
-//! Integration tests live in `tests/tests/`.
+//! Shared helpers of rdmesh's cross-crate integration tests (`tests/tests/*.rs`).
+//!
+//! Tests that need an outside tool (tshark, python3 with scapy, root for a capture) skip with a
+//! printed reason on a developer machine, and fail when `RDMESH_REQUIRE_TOOLS=1` (set by
+//! `scripts/test.sh`, so CI never silently skips).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Path of the release `rdmesh` binary, building it when needed (or `RDMESH_BIN`).
+pub fn rdmesh_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("RDMESH_BIN") {
+        return PathBuf::from(p);
+    }
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let root = workspace_root();
+    BUILD.call_once(|| {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "--release", "-q", "-p", "rdmesh-host", "--bin", "rdmesh"])
+            .current_dir(&root)
+            .status()
+            .expect("running cargo build");
+        assert!(st.success(), "building the rdmesh binary failed");
+    });
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    target.join("release/rdmesh")
+}
+
+/// `true` when missing tools must fail the test instead of skipping it.
+pub fn tools_required() -> bool {
+    std::env::var("RDMESH_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+}
+
+/// Skips (returns false) or fails when `what` is unavailable.
+pub fn need(available: bool, what: &str) -> bool {
+    if !available {
+        assert!(!tools_required(), "{what} is required (RDMESH_REQUIRE_TOOLS=1) but unavailable");
+        eprintln!("SKIPPED: {what} unavailable");
+    }
+    available
+}
+
+/// `true` when `cmd --version`-style probing succeeds.
+pub fn have(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// `true` when running as root.
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A scratch directory unique to this test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rdmesh-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `cmd` to completion within `limit`, killing it on timeout; panics with its output.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawning");
+    wait_bounded(child, limit)
+}
+
+/// Waits for `child` up to `limit`, then kills it and panics.
+pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if let Some(_) = child.try_wait().expect("waiting") {
+            return child.wait_with_output().expect("collecting output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collecting output");
+            panic!(
+                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts success, printing both streams otherwise.
+pub fn assert_ok(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({})\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

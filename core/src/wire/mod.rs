@@ -137,16 +137,44 @@ pub(crate) fn write_u64(data: &mut [u8], r: Field, v: u64) {
     data[r].copy_from_slice(&v.to_be_bytes());
 }
 
+#[macro_use]
+mod view;
+
 pub mod aeth;
+pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+mod checksum;
+pub mod cnp;
 pub mod deth;
+pub mod ethernet;
+pub mod ib_packet;
+pub mod icrc;
+pub mod ieth;
+pub mod immdt;
+pub mod ip;
+pub mod ipv4;
+pub mod ipv6;
 pub mod reth;
+pub mod roce;
 pub mod transport;
+pub mod udp;
 
 pub use aeth::{AethRepr, NakCode, Syndrome};
+pub use atomic_ack_eth::AtomicAckEthRepr;
 pub use atomic_eth::AtomicEthRepr;
 pub use bth::BthRepr;
+pub use cnp::CnpRepr;
 pub use deth::DethRepr;
+pub use ethernet::{EthernetRepr, VlanTag};
+pub use ib_packet::IbPacket;
+pub use icrc::IcrcContext;
+pub use ieth::IethRepr;
+pub use immdt::ImmDtRepr;
+pub use ip::IpRepr;
+pub use ipv4::Ipv4Repr;
+pub use ipv6::Ipv6Repr;
 pub use reth::RethRepr;
+pub use roce::{RocePacket, RoceRepr, UdpChecksum};
 pub use transport::TransportRepr;
+pub use udp::UdpRepr;

@@ -1,0 +1,336 @@
+//! The send-queue ring writer (rdma-core qp.c `_mlx5_post_send`, `mlx5_get_send_wqe`,
+//! `mlx5_wq_overflow`).
+//!
+//! The ring is `2^n` WQEBBs of 64 bytes (n ≤ 15). A 16-bit producer counter `pc` counts
+//! WQEBBs and wraps at 0xffff independently of the ring size; a WQE goes to slot
+//! `pc & (wqebbs - 1)`, carries `pc` as its WQE index, and advances `pc` by `ceil(DS / 4)`.
+//! A WQE that reaches the ring end continues at slot 0. WQEBBs stay in use until a completion
+//! retires them ([`SqWriter::retire`]): a CQE's `wqe_counter` names the last completed WQE,
+//! and every earlier (unsignaled) WQE is complete with it.
+
+use super::ctrl::{CtrlSeg, FmCeSe};
+use super::doorbell::SendBatch;
+use super::wqe::{QpType, SendWr};
+use super::{wqebbs_for_ds, Error, Result, MAX_RING_WQEBBS, WQEBB_LEN};
+
+/// What [`SqWriter::post`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Posted {
+    /// WQE index (the producer counter of its first WQEBB); a CQE's `wqe_counter` for this
+    /// WQE equals it.
+    pub wqe_index: u16,
+    /// WQE size in DS units.
+    pub ds: u8,
+    /// WQEBBs consumed.
+    pub wqebbs: u8,
+}
+
+/// Writes send WQEs into a ring held in caller memory.
+#[derive(Debug)]
+pub struct SqWriter<'r> {
+    ring: &'r mut [u8],
+    mask: u16,
+    wqebbs: u16,
+    qpn: u32,
+    qp_type: QpType,
+    signal_bits: u8,
+    pc: u16,
+    cc: u16,
+    batch_first: u16,
+    batch_nreq: u16,
+    batch_inline: bool,
+    last_index: u16,
+    last_ds: u8,
+}
+
+impl<'r> SqWriter<'r> {
+    /// A writer over `ring` (the whole SQ buffer) for QP `qpn` of type `qp_type`, producer
+    /// counter 0, nothing outstanding.
+    ///
+    /// # Errors
+    /// [`Error::BadRing`] unless `ring.len()` is `2^n * 64` with `2^n ≤ 32768`;
+    /// [`Error::BadField`] when `qpn ≥ 2^24`.
+    pub fn new(ring: &'r mut [u8], qpn: u32, qp_type: QpType) -> Result<SqWriter<'r>> {
+        let n = ring.len() / WQEBB_LEN;
+        if ring.len() % WQEBB_LEN != 0 || !n.is_power_of_two() || n > MAX_RING_WQEBBS {
+            return Err(Error::BadRing);
+        }
+        if qpn >= 1 << 24 {
+            return Err(Error::BadField);
+        }
+        Ok(SqWriter {
+            ring,
+            mask: (n - 1) as u16,
+            wqebbs: n as u16,
+            qpn,
+            qp_type,
+            signal_bits: 0,
+            pc: 0,
+            cc: 0,
+            batch_first: 0,
+            batch_nreq: 0,
+            batch_inline: false,
+            last_index: 0,
+            last_ds: 0,
+        })
+    }
+
+    /// Starts the producer (and consumer) counter at `pc` instead of 0 (for a queue resumed
+    /// mid-way, or to exercise the 16-bit wrap).
+    pub fn with_counter(mut self, pc: u16) -> Self {
+        self.pc = pc;
+        self.cc = pc;
+        self.batch_first = pc;
+        self
+    }
+
+    /// Signal every WQE, as a QP created with `sq_sig_all` does (rdma-core `sq_signal_bits =
+    /// MLX5_WQE_CTRL_CQ_UPDATE`).
+    pub fn with_sig_all(mut self, on: bool) -> Self {
+        self.signal_bits = if on { FmCeSe::CQ_UPDATE } else { 0 };
+        self
+    }
+
+    /// Posts one work request: checks it, writes the control segment and every segment at
+    /// slot `pc & (wqebbs - 1)` (wrapping at the ring end) and advances `pc`.
+    ///
+    /// # Errors
+    /// Those of [`SendWr::check`]; [`Error::Oversize`] when the WQE has more WQEBBs than the
+    /// ring; [`Error::RingFull`] when fewer WQEBBs are free than it needs. Nothing is written
+    /// on error.
+    pub fn post(&mut self, wr: &SendWr<'_>) -> Result<Posted> {
+        let ds = wr.check(self.qp_type)?;
+        let n = wqebbs_for_ds(ds) as u16;
+        if n > self.wqebbs {
+            return Err(Error::Oversize { ds });
+        }
+        let free = self.free();
+        if n > free {
+            return Err(Error::RingFull { needed: n, free });
+        }
+        let idx = self.pc;
+        let off = (idx & self.mask) as usize * WQEBB_LEN;
+        let ctrl = wr.ctrl(idx, self.qpn, ds, self.signal_bits);
+        wr.write(self.ring, off, &ctrl);
+        if self.batch_nreq == 0 {
+            self.batch_first = idx;
+        }
+        self.batch_nreq += 1;
+        self.batch_inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
+        self.last_index = idx;
+        self.last_ds = ds as u8;
+        self.pc = idx.wrapping_add(n);
+        Ok(Posted {
+            wqe_index: idx,
+            ds: ds as u8,
+            wqebbs: n as u8,
+        })
+    }
+
+    /// Retires every WQE up to and including the one at `wqe_counter` (a CQE's
+    /// `wqe_counter`); returns the WQEBBs freed.
+    ///
+    /// # Errors
+    /// [`Error::NotOutstanding`] when no outstanding WQE starts at `wqe_counter`.
+    pub fn retire(&mut self, wqe_counter: u16) -> Result<u16> {
+        let outstanding = self.pc.wrapping_sub(self.cc);
+        if wqe_counter.wrapping_sub(self.cc) >= outstanding {
+            return Err(Error::NotOutstanding { wqe_counter });
+        }
+        let off = (wqe_counter & self.mask) as usize * WQEBB_LEN;
+        let c = CtrlSeg::new_unchecked(&self.ring[off..off + 16]);
+        let ds = c.ds() as usize;
+        if c.wqe_index() != wqe_counter || ds == 0 {
+            return Err(Error::NotOutstanding { wqe_counter });
+        }
+        let end = wqe_counter.wrapping_add(wqebbs_for_ds(ds) as u16);
+        let freed = end.wrapping_sub(self.cc);
+        self.cc = end;
+        Ok(freed)
+    }
+
+    /// The WQEs posted since the last call, for one doorbell (rdma-core rings once per
+    /// `ibv_post_send` call, with the last WQE's control segment); `None` when nothing was
+    /// posted. Resets the batch.
+    pub fn take_batch(&mut self) -> Option<SendBatch> {
+        if self.batch_nreq == 0 {
+            return None;
+        }
+        let off = (self.last_index & self.mask) as usize * WQEBB_LEN;
+        let mut last_ctrl = [0u8; 8];
+        last_ctrl.copy_from_slice(&self.ring[off..off + 8]);
+        let b = SendBatch {
+            first_index: self.batch_first,
+            end_index: self.pc,
+            nreq: self.batch_nreq,
+            inline: self.batch_inline,
+            last_index: self.last_index,
+            last_ds: self.last_ds,
+            last_ctrl,
+        };
+        self.batch_nreq = 0;
+        self.batch_inline = false;
+        self.batch_first = self.pc;
+        Some(b)
+    }
+
+    /// The producer counter: WQE index of the next WQE (what the doorbell record carries).
+    pub fn pc(&self) -> u16 {
+        self.pc
+    }
+
+    /// The consumer counter: first WQEBB not yet retired.
+    pub fn cc(&self) -> u16 {
+        self.cc
+    }
+
+    /// WQEBBs posted and not yet retired.
+    pub fn outstanding(&self) -> u16 {
+        self.pc.wrapping_sub(self.cc)
+    }
+
+    /// WQEBBs free for new WQEs.
+    pub fn free(&self) -> u16 {
+        self.wqebbs - self.outstanding()
+    }
+
+    /// Ring size in WQEBBs.
+    pub fn wqebbs(&self) -> u16 {
+        self.wqebbs
+    }
+
+    /// QP number written into every control segment.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// QP type.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// Byte offset of WQE index `wqe_index` in the ring.
+    pub fn offset_of(&self, wqe_index: u16) -> usize {
+        (wqe_index & self.mask) as usize * WQEBB_LEN
+    }
+
+    /// The ring bytes.
+    pub fn ring(&self) -> &[u8] {
+        self.ring
+    }
+
+    /// The send doorbell-record word (QP dbrec dword 1, `MLX5_SND_DBR`):
+    /// `htobe32(pc & 0xffff)`, as bytes.
+    pub fn dbrec(&self) -> [u8; 4] {
+        (self.pc as u32).to_be_bytes()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::mlx5::decode::decode_wqe;
+    use crate::mlx5::wqe::{Payload, Sge, WrOp};
+
+    fn write(sges: &[Sge]) -> SendWr<'_> {
+        SendWr {
+            payload: Payload::Gather(sges),
+            ..SendWr::new(WrOp::RdmaWrite {
+                raddr: 0xabc,
+                rkey: 7,
+            })
+        }
+    }
+
+    #[test]
+    fn test_ring_rules() {
+        assert_eq!(SqWriter::new(&mut [0u8; 96], 1, QpType::Rc).unwrap_err(), Error::BadRing);
+        assert_eq!(SqWriter::new(&mut [0u8; 192], 1, QpType::Rc).unwrap_err(), Error::BadRing);
+        assert_eq!(SqWriter::new(&mut [], 1, QpType::Rc).unwrap_err(), Error::BadRing);
+        assert_eq!(
+            SqWriter::new(&mut [0u8; 64], 1 << 24, QpType::Rc).unwrap_err(),
+            Error::BadField
+        );
+    }
+
+    #[test]
+    fn test_full_and_retire() {
+        let mut ring = [0u8; 4 * 64];
+        let mut sq = SqWriter::new(&mut ring, 5, QpType::Rc).unwrap();
+        let sge = [Sge {
+            addr: 1,
+            lkey: 2,
+            len: 3,
+        }];
+        for i in 0..4 {
+            assert_eq!(sq.post(&write(&sge)).unwrap().wqe_index, i);
+        }
+        assert_eq!(
+            sq.post(&write(&sge)),
+            Err(Error::RingFull { needed: 1, free: 0 })
+        );
+        assert_eq!(sq.retire(4), Err(Error::NotOutstanding { wqe_counter: 4 }));
+        assert_eq!(sq.retire(1), Ok(2));
+        assert_eq!(sq.free(), 2);
+        assert_eq!(sq.retire(1), Err(Error::NotOutstanding { wqe_counter: 1 }));
+        let b = sq.take_batch().unwrap();
+        assert_eq!((b.first_index, b.end_index, b.nreq, b.last_index), (0, 4, 4, 3));
+        assert!(sq.take_batch().is_none());
+        assert_eq!(sq.dbrec(), [0, 0, 0, 4]);
+    }
+
+    #[test]
+    fn test_wrap_and_counter_wrap() {
+        let mut ring = [0u8; 4 * 64];
+        // Start 2 WQEBBs before the 16-bit wrap and 2 slots before the ring end.
+        let mut sq = SqWriter::new(&mut ring, 5, QpType::Rc).unwrap().with_counter(0xfffe);
+        let sge = [Sge {
+            addr: 1,
+            lkey: 2,
+            len: 3,
+        }; 6];
+        let p = sq.post(&write(&sge)).unwrap(); // DS 8 = 2 WQEBBs
+        assert_eq!((p.wqe_index, p.ds, p.wqebbs), (0xfffe, 8, 2));
+        let inl = [0x5au8; 100]; // ctrl + raddr + inline(104 B -> 112) = 144 B = 3 WQEBBs
+        let wr = SendWr {
+            payload: Payload::Inline(&inl),
+            ..SendWr::new(WrOp::RdmaWrite { raddr: 1, rkey: 2 })
+        };
+        assert_eq!(sq.post(&wr), Err(Error::RingFull { needed: 3, free: 2 }));
+        assert_eq!(sq.retire(0xfffe), Ok(2));
+        let p = sq.post(&wr).unwrap();
+        assert_eq!((p.wqe_index, p.wqebbs), (0, 3));
+        assert_eq!(sq.pc(), 3);
+        let d = decode_wqe(sq.ring(), sq.offset_of(0), QpType::Rc).unwrap();
+        assert!(d.segments.iter().copied().eq(wr.segments()));
+        // Slot 0xfffe & 3 = 2: this WQE straddles slots 2,3,0... no: index 0 sits at slot 0.
+        let p = sq.retire(0).unwrap();
+        assert_eq!(p, 3);
+        let mut ring2 = [0u8; 4 * 64];
+        let mut sq2 = SqWriter::new(&mut ring2, 5, QpType::Rc).unwrap().with_counter(3);
+        let p = sq2.post(&wr).unwrap(); // slot 3, continues at slots 0 and 1
+        assert_eq!(p.wqe_index, 3);
+        let d = decode_wqe(sq2.ring(), sq2.offset_of(3), QpType::Rc).unwrap();
+        assert!(d.segments.iter().copied().eq(wr.segments()));
+        match d.segments[1] {
+            crate::mlx5::Segment::Inline(b) => {
+                assert_eq!(b.head.len(), 64 - 32 - 4);
+                assert_eq!(b.tail.len(), 100 - 28);
+            }
+            _ => panic!("expected inline"),
+        }
+    }
+
+    #[test]
+    fn test_oversize() {
+        let mut ring = [0u8; 2 * 64];
+        let mut sq = SqWriter::new(&mut ring, 5, QpType::Rc).unwrap();
+        let sge = [Sge {
+            addr: 1,
+            lkey: 2,
+            len: 3,
+        }; 7]; // DS 9 -> 3 WQEBBs > 2
+        assert_eq!(sq.post(&write(&sge)), Err(Error::Oversize { ds: 9 }));
+    }
+}

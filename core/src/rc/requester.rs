@@ -1,0 +1,454 @@
+//! The RC requester: the send queue, and turning send WQEs into request packets.
+//!
+//! - Segmentation by path MTU; opcodes FIRST/MIDDLE/LAST/ONLY (+ "with immediate"), RETH on the
+//!   FIRST/ONLY packet of a WRITE, ImmDt on LAST/ONLY (IBTA vol. 1 §9.4, Table 38).
+//! - PSNs: one per packet; an RDMA READ request reserves `max(1, ceil(len / PMTU))` PSNs, one per
+//!   response packet (IBTA vol. 1 §9.4.3; rxe_req.c `update_wqe_psn`).
+//! - AckReq on the last packet of every message and on at least every 64th packet
+//!   (rxe_req.c, `RXE_MAX_PKT_PER_ACK`).
+//! - Window: no new packet while [`MAX_UNACKED_PSNS`] PSNs are unacknowledged
+//!   (rxe_req.c, `RXE_MAX_UNACKED_PSNS`); no new READ while `max_rd_atomic` READs are
+//!   outstanding (rxe_req.c `check_init_depth`).
+//! - Retries rewind to the oldest unacknowledged PSN (go-back-N): a partly acknowledged
+//!   SEND/WRITE resumes at that packet; a partly answered READ is re-issued for its tail, with the
+//!   VA advanced by the bytes already received and the PSN of the first missing response
+//!   (rxe_req.c `req_retry`).
+//!
+//! The completer half (ACK/NAK/READ response processing, timers) is in `completer.rs`.
+
+use heapless::Deque;
+
+use super::completion::{WcOpcode, WcStatus, WorkCompletion};
+use super::config::RtsConfig;
+use super::counters::RcCounters;
+use super::memory::{gather, MemoryAccess};
+use super::mtu::Mtu;
+use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
+use super::timer::{ack_timeout_ns, Timer};
+use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
+use super::Fatal;
+use crate::wire::{Opcode, Psn, RethRepr, TransportRepr};
+
+/// The requester stops sending new packets while this many PSNs are unacknowledged
+/// (rxe `RXE_MAX_UNACKED_PSNS`).
+pub const MAX_UNACKED_PSNS: u32 = 128;
+
+/// The requester sets AckReq on at least every this-many-th packet (rxe `RXE_MAX_PKT_PER_ACK`).
+pub const MAX_PKTS_PER_ACK: u32 = 64;
+
+/// Largest number of PSNs one READ may reserve (half the 2^23 comparison window).
+const MAX_READ_PSNS: u32 = 1 << 22;
+
+/// A posted send WQE with its transport state.
+#[derive(Debug, Clone)]
+pub(crate) struct SqEntry {
+    pub(crate) wqe: SendWqe,
+    /// Message length in bytes (≤ 2^31).
+    pub(crate) len: u32,
+    /// PSNs the message occupies: packets for SEND/WRITE, reserved response PSNs for READ.
+    pub(crate) npkts: u32,
+    /// PSN of the first packet (assigned in posting order, modulo 2^24).
+    pub(crate) first_psn: Psn,
+    /// READ only: response packets received in order so far.
+    pub(crate) read_done: u32,
+}
+
+impl SqEntry {
+    /// One past the last PSN of the message.
+    pub(crate) fn end_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts)
+    }
+
+    /// Last PSN of the message.
+    pub(crate) fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts - 1)
+    }
+
+    pub(crate) fn is_read(&self) -> bool {
+        self.wqe.opcode == SendOpcode::RdmaRead
+    }
+
+    /// `true` when `psn` lies in `[first_psn, end_psn)`.
+    pub(crate) fn contains(&self, psn: Psn) -> bool {
+        psn.distance_from(self.first_psn) < self.npkts
+    }
+
+    pub(crate) fn wc_opcode(&self) -> WcOpcode {
+        match self.wqe.opcode {
+            SendOpcode::Send | SendOpcode::SendWithImm => WcOpcode::Send,
+            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
+        }
+    }
+}
+
+/// Send queue, requester cursor and completer state of one QP.
+#[derive(Debug)]
+pub(crate) struct Requester<const SQ: usize> {
+    /// Posted, not yet completed WQEs in posting (= PSN) order.
+    pub(crate) sq: Deque<SqEntry, SQ>,
+    /// Completions not yet polled. `sq.len() + cq.len() <= SQ` always holds, so pushes never fail.
+    pub(crate) cq: Deque<WorkCompletion, SQ>,
+    /// RTS attributes.
+    pub(crate) rts: RtsConfig,
+    pub(crate) local_qpn: u32,
+    pub(crate) mtu: Mtu,
+    /// PSN the next posted WQE gets.
+    pub(crate) tail_psn: Psn,
+    /// Cursor: index in `sq` of the WQE being sent (== `sq.len()` when all are sent).
+    pub(crate) cur_idx: usize,
+    /// Cursor: packet (PSN offset) inside that WQE.
+    pub(crate) cur_pkt: u32,
+    /// PSN of the next packet to send (`req.psn` in rxe).
+    pub(crate) psn: Psn,
+    /// One past the highest PSN ever sent.
+    pub(crate) psn_hi: Psn,
+    /// Packets sent since the last one with AckReq.
+    pub(crate) noack_pkts: u32,
+    /// Oldest unacknowledged PSN (`comp.psn` in rxe).
+    pub(crate) comp_psn: Psn,
+    /// Transport retries left (reset to `retry_cnt` on progress).
+    pub(crate) retry_left: u8,
+    /// RNR retries left (reset to `rnr_retry` on progress; unused when `rnr_retry == 7`).
+    pub(crate) rnr_left: u8,
+    pub(crate) retrans_timer: Timer,
+    /// Armed while waiting out an RNR NAK's delay; nothing is sent meanwhile.
+    pub(crate) rnr_timer: Timer,
+}
+
+impl<const SQ: usize> Requester<SQ> {
+    pub(crate) fn new(local_qpn: u32, mtu: Mtu) -> Self {
+        let rts = RtsConfig {
+            sq_psn: Psn::new(0),
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            max_rd_atomic: 1,
+        };
+        let mut r = Requester {
+            sq: Deque::new(),
+            cq: Deque::new(),
+            rts,
+            local_qpn,
+            mtu,
+            tail_psn: Psn::new(0),
+            cur_idx: 0,
+            cur_pkt: 0,
+            psn: Psn::new(0),
+            psn_hi: Psn::new(0),
+            noack_pkts: 0,
+            comp_psn: Psn::new(0),
+            retry_left: 0,
+            rnr_left: 0,
+            retrans_timer: Timer::default(),
+            rnr_timer: Timer::default(),
+        };
+        r.configure(rts);
+        r
+    }
+
+    /// Applies the RTS attributes; the send queue is empty at this point.
+    pub(crate) fn configure(&mut self, rts: RtsConfig) {
+        self.rts = RtsConfig {
+            timeout: rts.timeout & 0x1f,
+            retry_cnt: rts.retry_cnt & 7,
+            rnr_retry: rts.rnr_retry & 7,
+            ..rts
+        };
+        self.tail_psn = rts.sq_psn;
+        self.psn = rts.sq_psn;
+        self.psn_hi = rts.sq_psn;
+        self.comp_psn = rts.sq_psn;
+        self.cur_idx = self.sq.len();
+        self.cur_pkt = 0;
+        self.reset_retry_counters();
+    }
+
+    pub(crate) fn reset_retry_counters(&mut self) {
+        self.retry_left = self.rts.retry_cnt;
+        self.rnr_left = self.rts.rnr_retry;
+    }
+
+    /// Room for one more WQE, counting completions not yet polled.
+    pub(crate) fn has_room(&self) -> bool {
+        self.sq.len() + self.cq.len() < SQ
+    }
+
+    /// Queues a WQE (the QP is in RTS).
+    pub(crate) fn post(&mut self, wqe: SendWqe) -> Result<(), PostError> {
+        let len = wqe.length();
+        if len > MAX_MESSAGE_LEN {
+            return Err(PostError::MessageTooLong);
+        }
+        let len = len as u32;
+        let npkts = self.mtu.packets(len);
+        if wqe.opcode == SendOpcode::RdmaRead && npkts > MAX_READ_PSNS {
+            return Err(PostError::MessageTooLong);
+        }
+        if !self.has_room() {
+            return Err(PostError::QueueFull);
+        }
+        let first_psn = self.tail_psn;
+        let entry = SqEntry {
+            wqe,
+            len,
+            npkts,
+            first_psn,
+            read_done: 0,
+        };
+        if self.sq.push_back(entry).is_err() {
+            return Err(PostError::QueueFull);
+        }
+        self.tail_psn = first_psn.add(npkts);
+        Ok(())
+    }
+
+    /// Produces the next request packet (new or retransmitted), or `None` when nothing may be
+    /// sent now: queue drained, window full, READ depth reached, RNR wait, or `buf` too small.
+    ///
+    /// # Errors
+    /// [`Fatal`] after completing the WQE with `LocProtErr` (and flushing the rest) when its
+    /// local buffers cannot be read.
+    pub(crate) fn poll_transmit<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: super::Instant,
+        path: &Path,
+        mem: &mut M,
+        buf: &mut [u8],
+        ctr: &mut RcCounters,
+    ) -> Result<Option<usize>, Fatal> {
+        if self.rnr_timer.is_armed() {
+            return Ok(None);
+        }
+        if self.psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
+            return Ok(None);
+        }
+        let idx = self.cur_idx;
+        let Some(entry) = deque_get(&self.sq, idx) else {
+            return Ok(None);
+        };
+        let k = self.cur_pkt;
+        let psn = entry.first_psn.add(k);
+        debug_assert_eq!(psn, self.psn);
+        let mtu = self.mtu;
+        let (mut hdr, payload_off, payload_len, consumed, ack_req) = if entry.is_read() {
+            let max_rd = self.rts.max_rd_atomic.max(1) as usize;
+            let outstanding = self.sq.iter().take(idx).filter(|e| e.is_read()).count();
+            if outstanding >= max_rd {
+                return Ok(None);
+            }
+            let skip = (k as u64 * mtu.bytes() as u64).min(entry.len as u64);
+            let mut hdr = TransportRepr::new(path.bth(Opcode::RcRdmaReadRequest, psn, true, false));
+            hdr.reth = Some(RethRepr {
+                va: entry.wqe.remote_addr.wrapping_add(skip),
+                rkey: entry.wqe.rkey,
+                dma_len: entry.len - skip as u32,
+            });
+            (hdr, 0, 0, entry.npkts - k, true)
+        } else {
+            let n = entry.npkts;
+            let (first, last) = (k == 0, k + 1 == n);
+            let imm = entry.wqe.opcode.has_imm();
+            let opcode = data_opcode(entry.wqe.opcode.is_write(), first, last, imm);
+            let ack_req = last || self.noack_pkts + 1 >= MAX_PKTS_PER_ACK;
+            let solicited = last && entry.wqe.solicited;
+            let mut hdr = TransportRepr::new(path.bth(opcode, psn, ack_req, solicited));
+            if entry.wqe.opcode.is_write() && first {
+                hdr.reth = Some(RethRepr {
+                    va: entry.wqe.remote_addr,
+                    rkey: entry.wqe.rkey,
+                    dma_len: entry.len,
+                });
+            }
+            if imm && last {
+                hdr.imm = Some(entry.wqe.imm);
+            }
+            let off = k as u64 * mtu.bytes() as u64;
+            (hdr, off, mtu.segment_len(entry.len, k) as usize, 1, ack_req)
+        };
+        let sges = &entry.wqe.sg_list;
+        let emitted = emit_packet(&mut hdr, payload_len, buf, |out| {
+            gather(mem, sges, payload_off, out)
+        });
+        let n = match emitted {
+            Ok(Some(n)) => n,
+            Ok(None) => return Ok(None),
+            Err(_) => {
+                self.complete_in_error(idx, WcStatus::LocProtErr);
+                return Err(Fatal);
+            }
+        };
+        // Bookkeeping for the packet just built.
+        ctr.tx_packets += 1;
+        ctr.tx_payload_bytes += payload_len as u64;
+        if psn.before(self.psn_hi) {
+            ctr.retransmitted_packets += 1;
+        }
+        self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
+        self.psn = psn.add(consumed);
+        if self.psn.after(self.psn_hi) {
+            self.psn_hi = self.psn;
+        }
+        if k + consumed >= deque_get(&self.sq, idx).map_or(0, |e| e.npkts) {
+            self.cur_idx += 1;
+            self.cur_pkt = 0;
+        } else {
+            self.cur_pkt += consumed;
+        }
+        if let Some(t) = ack_timeout_ns(self.rts.timeout) {
+            self.retrans_timer.arm_if_idle(now.add_nanos(t));
+        }
+        Ok(Some(n))
+    }
+
+    /// Moves the cursor back to the oldest unacknowledged PSN (go-back-N).
+    pub(crate) fn rewind(&mut self) {
+        self.cur_idx = 0;
+        self.psn = self.comp_psn;
+        self.cur_pkt = match self.sq.front() {
+            Some(head) => self.comp_psn.distance_from(head.first_psn),
+            None => 0,
+        };
+    }
+
+    /// After acknowledgements moved `comp_psn` past the cursor (late ACKs after a rewind), moves
+    /// the cursor forward to `comp_psn`.
+    pub(crate) fn sync_cursor(&mut self) {
+        if self.psn.before(self.comp_psn) {
+            self.rewind();
+        }
+    }
+
+    /// Removes the head WQE (completed), keeping the cursor on the same WQE.
+    pub(crate) fn pop_head(&mut self) -> Option<SqEntry> {
+        let e = self.sq.pop_front()?;
+        if self.cur_idx > 0 {
+            self.cur_idx -= 1;
+        } else {
+            // The cursor was rewound onto the popped WQE: continue with the next one.
+            self.cur_pkt = 0;
+            self.psn = e.end_psn();
+        }
+        Some(e)
+    }
+
+    /// Completes the head WQE successfully (a completion only when signaled).
+    pub(crate) fn complete_head_ok(&mut self) {
+        if let Some(e) = self.pop_head() {
+            if e.wqe.signaled {
+                let wc = WorkCompletion {
+                    wr_id: e.wqe.wr_id,
+                    status: WcStatus::Success,
+                    opcode: e.wc_opcode(),
+                    byte_len: e.len,
+                    imm_data: None,
+                    qp_num: self.local_qpn,
+                };
+                // Cannot fail: the entry's slot is accounted in `has_room`.
+                let _ = self.cq.push_back(wc);
+            }
+        }
+    }
+
+    /// Completes WQE `failed` with `status`, every other queued WQE with `WrFlushErr`, in queue
+    /// order, and stops all transport activity (the QP is going to the Error state).
+    pub(crate) fn complete_in_error(&mut self, failed: usize, status: WcStatus) {
+        let mut i = 0;
+        while let Some(e) = self.sq.pop_front() {
+            let wc = WorkCompletion {
+                wr_id: e.wqe.wr_id,
+                status: if i == failed {
+                    status
+                } else {
+                    WcStatus::WrFlushErr
+                },
+                opcode: e.wc_opcode(),
+                byte_len: 0,
+                imm_data: None,
+                qp_num: self.local_qpn,
+            };
+            let _ = self.cq.push_back(wc);
+            i += 1;
+        }
+        self.cur_idx = 0;
+        self.cur_pkt = 0;
+        self.retrans_timer.stop();
+        self.rnr_timer.stop();
+    }
+
+    /// Flushes every queued WQE with `WrFlushErr` (QP to Error).
+    pub(crate) fn flush(&mut self) {
+        self.complete_in_error(usize::MAX, WcStatus::WrFlushErr);
+    }
+
+    /// The `WrFlushErr` completion of a WQE posted while the QP is in Error, if there is room.
+    pub(crate) fn flush_posted(&mut self, wqe: &SendWqe) -> Result<(), PostError> {
+        if !self.has_room() {
+            return Err(PostError::QueueFull);
+        }
+        let opcode = match wqe.opcode {
+            SendOpcode::Send | SendOpcode::SendWithImm => WcOpcode::Send,
+            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
+        };
+        let _ = self.cq.push_back(WorkCompletion {
+            wr_id: wqe.wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            byte_len: 0,
+            imm_data: None,
+            qp_num: self.local_qpn,
+        });
+        Ok(())
+    }
+
+    /// Mutable access to queued WQE `i`.
+    pub(crate) fn entry_mut(&mut self, i: usize) -> Option<&mut SqEntry> {
+        deque_get_mut(&mut self.sq, i)
+    }
+}
+
+/// The opcode of a SEND or WRITE packet by its position in the message
+/// (IBTA vol. 1 Table 38; "with immediate" only on LAST/ONLY).
+pub(crate) fn data_opcode(write: bool, first: bool, last: bool, imm: bool) -> Opcode {
+    use Opcode::*;
+    match (write, first, last, imm) {
+        (false, true, true, false) => RcSendOnly,
+        (false, true, true, true) => RcSendOnlyWithImmediate,
+        (false, true, false, _) => RcSendFirst,
+        (false, false, false, _) => RcSendMiddle,
+        (false, false, true, false) => RcSendLast,
+        (false, false, true, true) => RcSendLastWithImmediate,
+        (true, true, true, false) => RcRdmaWriteOnly,
+        (true, true, true, true) => RcRdmaWriteOnlyWithImmediate,
+        (true, true, false, _) => RcRdmaWriteFirst,
+        (true, false, false, _) => RcRdmaWriteMiddle,
+        (true, false, true, false) => RcRdmaWriteLast,
+        (true, false, true, true) => RcRdmaWriteLastWithImmediate,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn opcode_table() {
+        // Header sets of the chosen opcodes agree with IBTA Table 38 via the wire layer.
+        for write in [false, true] {
+            for imm in [false, true] {
+                for (first, last) in [(true, true), (true, false), (false, false), (false, true)] {
+                    let op = data_opcode(write, first, last, imm);
+                    let hs = op.header_set().unwrap();
+                    assert_eq!(op.is_write(), write);
+                    assert_eq!(op.is_send(), !write);
+                    assert_eq!(hs.reth, write && first, "{op:?}");
+                    assert_eq!(hs.immdt, imm && last, "{op:?}");
+                    assert_eq!(op.is_first(), first && !last);
+                    assert_eq!(op.is_last(), last && !first);
+                    assert_eq!(op.is_only(), first && last);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,673 @@
+//! The RC responder: receive queue, expected-PSN tracking, execution of SEND / RDMA WRITE /
+//! RDMA READ requests, and the ACK / NAK / READ response stream.
+//!
+//! Rules (IBTA vol. 1 §9.7.4 "Responder", §9.7.5.1; as implemented by Linux rxe_resp.c):
+//! - PSN == ePSN: execute, ePSN += 1 (READ: += the PSNs it reserves); ACK with the request's PSN
+//!   when AckReq is set. PSN ahead of ePSN: one NAK "PSN sequence error" carrying ePSN, then
+//!   silent drops until ePSN arrives. PSN behind (duplicate): SEND/WRITE are not executed again
+//!   but re-ACKed with ePSN − 1 (C9-105); a READ is replayed from the saved responder resource
+//!   covering its PSN (ring of `max_dest_rd_atomic`).
+//! - SEND and WRITE with immediate consume a receive WQE; none posted → RNR NAK with the
+//!   packet's PSN and `min_rnr_timer`.
+//! - R_Key, range and access are checked for the whole RETH range on the first packet
+//!   (`MemoryAccess::check`) before anything is written; failure → NAK remote access error,
+//!   QP to Error. Sequence, opcode and length violations → NAK invalid request, QP to Error.
+//!   A SEND longer than the receive buffers → `LocLenErr` receive completion + NAK invalid request.
+//! - MSN counts completed messages (a READ counts when accepted, C9-148) and is carried in every
+//!   AETH; ACKs use syndrome 0x1F (unlimited credits, as rxe).
+//! - READ responses: ONLY, or FIRST/MIDDLE…/LAST, one PSN each from the request PSN; AETH on
+//!   FIRST/LAST/ONLY; a zero-length READ is one READ_RESPONSE_ONLY without payload.
+//! - Responses leave in PSN order: ACKs queued behind READ responses wait for them, so a
+//!   cumulative ACK never overtakes an unanswered READ.
+
+use heapless::Deque;
+
+use super::completion::{WcOpcode, WcStatus, WorkCompletion};
+use super::counters::RcCounters;
+use super::memory::{scatter, AccessKind, MemoryAccess};
+use super::mtu::Mtu;
+use super::packet::{emit_packet, Path};
+use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
+use crate::wire::{AethRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr};
+
+/// Most responder resources (saved RDMA READ requests) a QP keeps; `max_dest_rd_atomic` is
+/// clamped to it. ConnectX HCAs report 16 (`max_qp_rd_atom`); rxe allows 128.
+pub const MAX_RD_ATOMIC: usize = 16;
+
+/// Capacity of the response queue: every saved READ plus an ACK/NAK between each.
+const RESP_QUEUE: usize = 2 * MAX_RD_ATOMIC + 4;
+
+/// Largest MSN (24 bits).
+const MSN_MASK: u32 = 0x00ff_ffff;
+
+/// A NAK the responder sends while moving the QP to the Error state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FatalNak {
+    pub(crate) psn: Psn,
+    pub(crate) code: NakCode,
+}
+
+/// A saved RDMA READ request (IBTA "responder resource"; rxe `struct resp_res`).
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadResource {
+    valid: bool,
+    first_psn: Psn,
+    npkts: u32,
+    va: u64,
+    rkey: u32,
+    len: u32,
+    /// MSN carried in the responses' AETH.
+    msn: u32,
+    /// Response packet (PSN offset) the current reply starts at (FIRST/ONLY there).
+    start: u32,
+    /// Next response packet to send.
+    next: u32,
+    /// A reply is queued or in progress.
+    queued: bool,
+}
+
+/// One entry of the outgoing response stream, in PSN order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Response {
+    /// ACKNOWLEDGE packet: an ACK, RNR NAK or NAK.
+    Ack {
+        psn: Psn,
+        syndrome: Syndrome,
+        msn: u32,
+    },
+    /// READ responses of resource `slot`.
+    Read { slot: usize },
+}
+
+/// The multi-packet message in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Message {
+    /// Between messages: the next request must be FIRST/ONLY or a READ.
+    Idle,
+    /// A SEND into the head receive WQE; `offset` bytes written so far.
+    Send { offset: u64 },
+    /// An RDMA WRITE: next byte goes to `va`; `remaining` of `total` bytes still to come.
+    Write {
+        va: u64,
+        rkey: u32,
+        remaining: u32,
+        total: u32,
+    },
+}
+
+/// Responder state of one QP.
+#[derive(Debug)]
+pub(crate) struct Responder<const RQ: usize> {
+    /// Posted receive WQEs; the front one is in use while a SEND is in progress.
+    pub(crate) rq: Deque<RecvWqe, RQ>,
+    /// Receive completions not yet polled (`rq.len() + cq.len() <= RQ`).
+    pub(crate) cq: Deque<WorkCompletion, RQ>,
+    local_qpn: u32,
+    mtu: Mtu,
+    min_rnr_timer: u8,
+    max_dest_rd_atomic: usize,
+    /// Expected PSN of the next request.
+    epsn: Psn,
+    /// Message sequence number (24 bits).
+    msn: u32,
+    /// A PSN sequence NAK (or RNR NAK) was sent; out-of-order requests are dropped silently
+    /// until ePSN arrives (rxe `sent_psn_nak`).
+    nak_sent: bool,
+    msg: Message,
+    resources: [ReadResource; MAX_RD_ATOMIC],
+    /// Ring index of the next resource to (re)use.
+    res_next: usize,
+    out: Deque<Response, RESP_QUEUE>,
+}
+
+/// Outcome of executing one in-sequence request.
+type Exec = Result<(), FatalNak>;
+
+impl<const RQ: usize> Responder<RQ> {
+    pub(crate) fn new(
+        local_qpn: u32,
+        mtu: Mtu,
+        rq_psn: Psn,
+        min_rnr_timer: u8,
+        max_dest_rd_atomic: u8,
+    ) -> Self {
+        Responder {
+            rq: Deque::new(),
+            cq: Deque::new(),
+            local_qpn,
+            mtu,
+            min_rnr_timer: min_rnr_timer & 0x1f,
+            max_dest_rd_atomic: (max_dest_rd_atomic as usize).min(MAX_RD_ATOMIC),
+            epsn: rq_psn,
+            msn: 0,
+            nak_sent: false,
+            msg: Message::Idle,
+            resources: [ReadResource::default(); MAX_RD_ATOMIC],
+            res_next: 0,
+            out: Deque::new(),
+        }
+    }
+
+    /// The PSN the responder expects next.
+    pub(crate) fn epsn(&self) -> Psn {
+        self.epsn
+    }
+
+    /// The current MSN.
+    pub(crate) fn msn(&self) -> u32 {
+        self.msn
+    }
+
+    /// Room for one more receive WQE, counting completions not yet polled.
+    pub(crate) fn has_room(&self) -> bool {
+        self.rq.len() + self.cq.len() < RQ
+    }
+
+    fn push_recv_completion(&mut self, wc: WorkCompletion) {
+        // Cannot fail: the WQE's slot is accounted in `has_room`.
+        let _ = self.cq.push_back(wc);
+    }
+
+    /// Pops the head receive WQE and completes it.
+    fn complete_recv(
+        &mut self,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u32,
+        imm: Option<u32>,
+    ) {
+        if let Some(r) = self.rq.pop_front() {
+            self.push_recv_completion(WorkCompletion {
+                wr_id: r.wr_id,
+                status,
+                opcode,
+                byte_len: if status == WcStatus::Success {
+                    byte_len
+                } else {
+                    0
+                },
+                imm_data: if status == WcStatus::Success {
+                    imm
+                } else {
+                    None
+                },
+                qp_num: self.local_qpn,
+            });
+        }
+    }
+
+    /// Flushes every receive WQE with `WrFlushErr` and forgets all transport state (QP to Error).
+    pub(crate) fn flush(&mut self) {
+        while let Some(r) = self.rq.pop_front() {
+            self.push_recv_completion(WorkCompletion {
+                wr_id: r.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: WcOpcode::Recv,
+                byte_len: 0,
+                imm_data: None,
+                qp_num: self.local_qpn,
+            });
+        }
+        self.out.clear();
+        self.msg = Message::Idle;
+        for r in self.resources.iter_mut() {
+            r.valid = false;
+            r.queued = false;
+        }
+    }
+
+    /// Queues the NAK that accompanies the move to Error.
+    pub(crate) fn push_fatal_nak(&mut self, nak: FatalNak) {
+        let _ = self.out.push_back(Response::Ack {
+            psn: nak.psn,
+            syndrome: Syndrome::Nak(nak.code),
+            msn: self.msn,
+        });
+    }
+
+    /// Queues an ACK/NAK, merging it into a trailing ACK (ACKs are cumulative).
+    fn push_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        let item = Response::Ack {
+            psn,
+            syndrome,
+            msn: self.msn,
+        };
+        if syndrome.is_ack() {
+            if let Some(Response::Ack { syndrome: s, .. }) = self.out.back() {
+                if s.is_ack() {
+                    self.out.pop_back();
+                }
+            }
+        }
+        let _ = self.out.push_back(item);
+    }
+
+    fn fatal(psn: Psn, code: NakCode) -> Exec {
+        Err(FatalNak { psn, code })
+    }
+
+    /// Processes one request packet addressed to this QP (any state but Error).
+    ///
+    /// # Errors
+    /// [`FatalNak`]: the QP must go to Error and send that NAK; a receive WQE involved has
+    /// already been completed with its error status.
+    pub(crate) fn handle_request<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Exec {
+        if self.out.is_full() {
+            // No room to answer: behave as if the packet was lost (the requester retries).
+            ctr.dropped_packets += 1;
+            return Ok(());
+        }
+        let psn = hdr.bth.psn;
+        let d = psn.diff(self.epsn);
+        if d > 0 {
+            ctr.out_of_sequence_requests += 1;
+            if !self.nak_sent {
+                self.nak_sent = true;
+                self.push_ack(self.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+            return Ok(());
+        }
+        if d < -(1 << 22) {
+            ctr.duplicate_requests += 1;
+            if hdr.bth.opcode == Opcode::RcRdmaReadRequest {
+                self.replay_read(hdr, ctr);
+            } else {
+                self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
+            }
+            return Ok(());
+        }
+        self.nak_sent = false;
+        let op = hdr.bth.opcode;
+        let in_send = matches!(self.msg, Message::Send { .. });
+        let in_write = matches!(self.msg, Message::Write { .. });
+        let idle = self.msg == Message::Idle;
+        // Opcode sequence (IBTA vol. 1 §9.7.4.1.3, C9-88 ff.): FIRST/ONLY only between messages,
+        // MIDDLE/LAST only continuing a message of the same kind.
+        let seq_ok = if op.is_send() {
+            if op.is_first() || op.is_only() {
+                idle
+            } else {
+                in_send
+            }
+        } else if op.is_write() {
+            if op.is_first() || op.is_only() {
+                idle
+            } else {
+                in_write
+            }
+        } else {
+            idle
+        };
+        if !seq_ok {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        match op {
+            Opcode::RcSendFirst
+            | Opcode::RcSendMiddle
+            | Opcode::RcSendLast
+            | Opcode::RcSendLastWithImmediate
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyWithImmediate => self.exec_send(hdr, payload, mem, ctr),
+            Opcode::RcRdmaWriteFirst
+            | Opcode::RcRdmaWriteMiddle
+            | Opcode::RcRdmaWriteLast
+            | Opcode::RcRdmaWriteLastWithImmediate
+            | Opcode::RcRdmaWriteOnly
+            | Opcode::RcRdmaWriteOnlyWithImmediate => self.exec_write(hdr, payload, mem, ctr),
+            Opcode::RcRdmaReadRequest => self.exec_read(hdr, mem),
+            // Atomics, SEND with invalidate: not supported by this responder.
+            _ => Self::fatal(psn, NakCode::InvalidRequest),
+        }
+    }
+
+    /// Payload length rule (rxe_resp.c `check_length`): FIRST/MIDDLE exactly PMTU, LAST
+    /// 1..=PMTU, ONLY 0..=PMTU.
+    fn length_ok(&self, op: Opcode, len: usize) -> bool {
+        let mtu = self.mtu.bytes() as usize;
+        if op.is_first() || op.is_middle() {
+            len == mtu
+        } else if op.is_last() {
+            (1..=mtu).contains(&len)
+        } else {
+            len <= mtu
+        }
+    }
+
+    /// RNR NAK for a request that needs a receive WQE when none is posted. Like a PSN NAK, later
+    /// out-of-order packets are then dropped silently until the NAKed PSN is resent.
+    fn rnr_nak(&mut self, psn: Psn) -> Exec {
+        self.nak_sent = true;
+        self.push_ack(
+            psn,
+            Syndrome::RnrNak {
+                timer: self.min_rnr_timer,
+            },
+        );
+        Ok(())
+    }
+
+    /// Finishes an in-sequence SEND/WRITE packet: ePSN, and the ACK it asked for.
+    fn advance(&mut self, hdr: &TransportRepr) {
+        self.epsn = hdr.bth.psn.add(1);
+        if hdr.bth.ack_req {
+            self.push_ack(hdr.bth.psn, Syndrome::ACK_UNLIMITED);
+        }
+    }
+
+    fn bump_msn(&mut self) {
+        self.msn = (self.msn + 1) & MSN_MASK;
+    }
+
+    fn exec_send<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+        _ctr: &mut RcCounters,
+    ) -> Exec {
+        let op = hdr.bth.opcode;
+        let psn = hdr.bth.psn;
+        let starts = op.is_first() || op.is_only();
+        let ends = op.is_last() || op.is_only();
+        if starts && self.rq.is_empty() {
+            return self.rnr_nak(psn);
+        }
+        if !self.length_ok(op, payload.len()) {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        let offset = match self.msg {
+            Message::Send { offset } => offset,
+            _ => 0,
+        };
+        let Some(recv) = self.rq.front() else {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        };
+        if offset + payload.len() as u64 > recv.length() {
+            self.complete_recv(WcStatus::LocLenErr, WcOpcode::Recv, 0, None);
+            self.msg = Message::Idle;
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        if scatter(mem, &recv.sg_list, offset, payload).is_err() {
+            self.complete_recv(WcStatus::LocProtErr, WcOpcode::Recv, 0, None);
+            self.msg = Message::Idle;
+            return Self::fatal(psn, NakCode::RemoteOperationalError);
+        }
+        let offset = offset + payload.len() as u64;
+        if ends {
+            self.bump_msn();
+            self.complete_recv(WcStatus::Success, WcOpcode::Recv, offset as u32, hdr.imm);
+            self.msg = Message::Idle;
+        } else {
+            self.msg = Message::Send { offset };
+        }
+        self.advance(hdr);
+        Ok(())
+    }
+
+    fn exec_write<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+        _ctr: &mut RcCounters,
+    ) -> Exec {
+        let op = hdr.bth.opcode;
+        let psn = hdr.bth.psn;
+        let starts = op.is_first() || op.is_only();
+        let ends = op.is_last() || op.is_only();
+        let imm = hdr.imm.is_some();
+        if ends && imm && self.rq.is_empty() {
+            return self.rnr_nak(psn);
+        }
+        if !self.length_ok(op, payload.len()) {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        let mtu = self.mtu.bytes();
+        let (va, rkey, remaining, total) = if starts {
+            let Some(reth) = hdr.reth else {
+                return Self::fatal(psn, NakCode::InvalidRequest);
+            };
+            let len_ok = reth.dma_len as u64 <= MAX_MESSAGE_LEN
+                && if op.is_only() {
+                    payload.len() as u32 == reth.dma_len
+                } else {
+                    reth.dma_len > mtu
+                };
+            if !len_ok {
+                return Self::fatal(psn, NakCode::InvalidRequest);
+            }
+            // IBTA vol. 1 §9.7.4.1.4: a zero-length WRITE does not validate the R_Key.
+            if reth.dma_len > 0
+                && mem
+                    .check(
+                        reth.rkey,
+                        reth.va,
+                        reth.dma_len as u64,
+                        AccessKind::RemoteWrite,
+                    )
+                    .is_err()
+            {
+                return Self::fatal(psn, NakCode::RemoteAccessError);
+            }
+            (reth.va, reth.rkey, reth.dma_len, reth.dma_len)
+        } else {
+            let Message::Write {
+                va,
+                rkey,
+                remaining,
+                total,
+            } = self.msg
+            else {
+                return Self::fatal(psn, NakCode::InvalidRequest);
+            };
+            let n = payload.len() as u32;
+            let fits = if ends { n == remaining } else { remaining > n };
+            if !fits {
+                return Self::fatal(psn, NakCode::InvalidRequest);
+            }
+            (va, rkey, remaining, total)
+        };
+        if !payload.is_empty()
+            && mem
+                .write(rkey, va, payload, AccessKind::RemoteWrite)
+                .is_err()
+        {
+            return Self::fatal(psn, NakCode::RemoteAccessError);
+        }
+        let n = payload.len() as u32;
+        if ends {
+            self.bump_msn();
+            if imm {
+                self.complete_recv(WcStatus::Success, WcOpcode::RecvRdmaWithImm, total, hdr.imm);
+            }
+            self.msg = Message::Idle;
+        } else {
+            self.msg = Message::Write {
+                va: va.wrapping_add(n as u64),
+                rkey,
+                remaining: remaining - n,
+                total,
+            };
+        }
+        self.advance(hdr);
+        Ok(())
+    }
+
+    fn exec_read<M: MemoryAccess + ?Sized>(&mut self, hdr: &TransportRepr, mem: &mut M) -> Exec {
+        let psn = hdr.bth.psn;
+        let Some(reth) = hdr.reth else {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        };
+        if self.max_dest_rd_atomic == 0 || reth.dma_len as u64 > MAX_MESSAGE_LEN {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        if reth.dma_len > 0
+            && mem
+                .check(
+                    reth.rkey,
+                    reth.va,
+                    reth.dma_len as u64,
+                    AccessKind::RemoteRead,
+                )
+                .is_err()
+        {
+            return Self::fatal(psn, NakCode::RemoteAccessError);
+        }
+        let slot = self.res_next;
+        if self.resources[slot].queued {
+            // More READs outstanding than max_dest_rd_atomic (IBTA C9-150 ff.).
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        let npkts = self.mtu.packets(reth.dma_len);
+        self.bump_msn();
+        self.resources[slot] = ReadResource {
+            valid: true,
+            first_psn: psn,
+            npkts,
+            va: reth.va,
+            rkey: reth.rkey,
+            len: reth.dma_len,
+            msn: self.msn,
+            start: 0,
+            next: 0,
+            queued: true,
+        };
+        self.res_next = (slot + 1) % self.max_dest_rd_atomic;
+        let _ = self.out.push_back(Response::Read { slot });
+        self.epsn = psn.add(npkts);
+        Ok(())
+    }
+
+    /// A duplicate READ request: replay the saved responses from its PSN when it matches the
+    /// saved request (same R_Key, the VA/length of the not-yet-answered tail); drop it otherwise.
+    fn replay_read(&mut self, hdr: &TransportRepr, ctr: &mut RcCounters) {
+        let psn = hdr.bth.psn;
+        let mtu = self.mtu.bytes() as u64;
+        let Some(reth) = hdr.reth else {
+            ctr.dropped_packets += 1;
+            return;
+        };
+        let found = self.resources[..self.max_dest_rd_atomic]
+            .iter()
+            .position(|r| r.valid && psn.distance_from(r.first_psn) < r.npkts);
+        let Some(slot) = found else {
+            ctr.dropped_packets += 1;
+            return;
+        };
+        let r = &mut self.resources[slot];
+        let k = psn.distance_from(r.first_psn);
+        let skip = (k as u64 * mtu).min(r.len as u64);
+        let matches = reth.rkey == r.rkey
+            && reth.va == r.va.wrapping_add(skip)
+            && reth.dma_len as u64 == r.len as u64 - skip;
+        if !matches {
+            ctr.dropped_packets += 1;
+            return;
+        }
+        if r.queued {
+            if k < r.next {
+                r.start = k;
+                r.next = k;
+            }
+        } else {
+            r.start = k;
+            r.next = k;
+            r.queued = true;
+            let _ = self.out.push_back(Response::Read { slot });
+        }
+    }
+
+    /// Builds the next response packet, if any.
+    ///
+    /// # Errors
+    /// [`FatalNak`] when the memory of a READ being answered can no longer be read (the R_Key
+    /// was checked on arrival; the region went away since).
+    pub(crate) fn poll_transmit<M: MemoryAccess + ?Sized>(
+        &mut self,
+        path: &Path,
+        mem: &mut M,
+        buf: &mut [u8],
+        ctr: &mut RcCounters,
+    ) -> Result<Option<usize>, FatalNak> {
+        let Some(&item) = self.out.front() else {
+            return Ok(None);
+        };
+        match item {
+            Response::Ack { psn, syndrome, msn } => {
+                let mut hdr =
+                    TransportRepr::new(path.bth(Opcode::RcAcknowledge, psn, false, false));
+                hdr.aeth = Some(AethRepr { syndrome, msn });
+                let Ok(Some(n)) = emit_packet::<()>(&mut hdr, 0, buf, |_| Ok(())) else {
+                    return Ok(None);
+                };
+                self.out.pop_front();
+                ctr.tx_packets += 1;
+                match syndrome {
+                    Syndrome::Ack { .. } => ctr.acks_sent += 1,
+                    Syndrome::RnrNak { .. } => ctr.naks_sent.rnr += 1,
+                    Syndrome::Nak(NakCode::PsnSequenceError) => ctr.naks_sent.psn_sequence += 1,
+                    Syndrome::Nak(NakCode::InvalidRequest) => ctr.naks_sent.invalid_request += 1,
+                    Syndrome::Nak(NakCode::RemoteAccessError) => ctr.naks_sent.remote_access += 1,
+                    _ => ctr.naks_sent.remote_operational += 1,
+                }
+                Ok(Some(n))
+            }
+            Response::Read { slot } => {
+                let r = self.resources[slot];
+                let k = r.next;
+                let (rel, total) = (k - r.start, r.npkts - r.start);
+                let opcode = if total == 1 {
+                    Opcode::RcRdmaReadResponseOnly
+                } else if rel == 0 {
+                    Opcode::RcRdmaReadResponseFirst
+                } else if rel + 1 == total {
+                    Opcode::RcRdmaReadResponseLast
+                } else {
+                    Opcode::RcRdmaReadResponseMiddle
+                };
+                let psn = r.first_psn.add(k);
+                let mut hdr = TransportRepr::new(path.bth(opcode, psn, false, false));
+                if opcode != Opcode::RcRdmaReadResponseMiddle {
+                    hdr.aeth = Some(AethRepr {
+                        syndrome: Syndrome::ACK_UNLIMITED,
+                        msn: r.msn,
+                    });
+                }
+                let seg = self.mtu.segment_len(r.len, k) as usize;
+                let va = r.va.wrapping_add(k as u64 * self.mtu.bytes() as u64);
+                let emitted = emit_packet(&mut hdr, seg, buf, |out| {
+                    if out.is_empty() {
+                        Ok(())
+                    } else {
+                        mem.read(r.rkey, va, out, AccessKind::RemoteRead)
+                    }
+                });
+                let n = match emitted {
+                    Ok(Some(n)) => n,
+                    Ok(None) => return Ok(None),
+                    Err(_) => {
+                        return Err(FatalNak {
+                            psn,
+                            code: NakCode::RemoteAccessError,
+                        })
+                    }
+                };
+                let res = &mut self.resources[slot];
+                res.next += 1;
+                if res.next == res.npkts {
+                    res.queued = false;
+                    self.out.pop_front();
+                }
+                ctr.tx_packets += 1;
+                ctr.tx_payload_bytes += seg as u64;
+                Ok(Some(n))
+            }
+        }
+    }
+}

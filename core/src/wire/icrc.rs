@@ -1,0 +1,492 @@
+//! RoCEv2 Invariant CRC (ICRC): the 4-byte trailer that protects the fields of a RoCEv2 packet
+//! that no router may change (IBTA vol. 1 §7.8.1; RoCEv2 Annex A17.8; Linux rxe_icrc.c).
+//!
+//! # Algorithm
+//! CRC-32/ISO-HDLC (the zlib/Ethernet CRC: reflected polynomial 0xEDB88320, init and xorout
+//! 0xFFFFFFFF) over
+//!
+//! ```text
+//! 8 × 0xFF  ‖  IP header  ‖  UDP header  ‖  BTH  ‖  ext headers  ‖  payload  ‖  pad
+//! ```
+//! where, in the copy fed to the CRC only, these fields are replaced by all-ones bits:
+//!
+//! | header | bytes | field |
+//! |---|---|---|
+//! | IPv4 | 1, 8, 10–11 | TOS (DSCP+ECN), TTL, header checksum |
+//! | IPv6 | low nibble of 0, 1–3, 7 | traffic class, flow label, hop limit |
+//! | UDP | 6–7 | checksum |
+//! | BTH | 4 | FECN, BECN, resv6 |
+//!
+//! The eight 0xFF bytes stand in for the InfiniBand LRH, whose fields are all variant. The
+//! result is transmitted least significant byte first (like the Ethernet FCS): a CRC of
+//! 0x2A00FD82 goes on the wire as `82 FD 00 2A`. Everything here works without a heap: small
+//! masked copies of the headers are fed to [`crc32fast::Hasher`] followed by the unmodified
+//! rest of the packet.
+//!
+//! Three ways in:
+//! - [`compute_frame`] / [`verify_frame`]: a whole Ethernet frame;
+//! - [`compute`] / [`verify`]: IP header bytes, UDP header bytes and the IB bytes;
+//! - [`IcrcContext`]: a UDP payload plus what a UDP socket user knows about the headers (the soft
+//!   provider's path; the kernel writes the real IP/UDP headers).
+//!
+//! # Fuzzing
+//! Built with `cfg(fuzzing)` (as `cargo fuzz` does), every `verify*` function returns success
+//! without computing anything, so fuzzers reach the code behind the ICRC check. Computation
+//! functions are unaffected.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use crc32fast::Hasher;
+
+use super::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use super::ib_packet::ICRC_LEN;
+use super::ip::IpRepr;
+use super::ipv4::{self, Ipv4Repr, PROTOCOL_UDP};
+use super::ipv6::{self, Ipv6Repr, NEXT_HEADER_UDP};
+use super::udp::{self, UdpRepr};
+use super::{bth, Error, Result};
+
+/// CRC-32 of the eight 0xFF bytes that stand in for the LRH; the hasher starts from here.
+/// (rxe starts its raw register at 0xDEBB20E3, the same state before the final inversion.)
+const LRH_STANDIN_CRC: u32 = 0x2144_df1c;
+
+/// Returns `crc` as the 4 wire bytes of the ICRC trailer (least significant byte first).
+#[inline]
+pub const fn to_wire(crc: u32) -> [u8; ICRC_LEN] {
+    crc.to_le_bytes()
+}
+
+/// Reads an ICRC trailer's 4 wire bytes as a CRC value.
+#[inline]
+pub const fn from_wire(bytes: [u8; ICRC_LEN]) -> u32 {
+    u32::from_le_bytes(bytes)
+}
+
+/// Largest masked prefix: IPv6 header + UDP header + BTH.
+const MAX_PREFIX: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
+
+/// Copies `ip_header` (20 or 40 bytes, version already checked), `udp_header` (8 bytes) and the
+/// first bytes of `ib` (up to a BTH) into one buffer with the ICRC's variant fields set to ones,
+/// feeds it to a hasher that already holds the LRH stand-in, then the rest of `ib`. One contiguous
+/// `update` for the headers keeps the small-input overhead of the CRC to a single call.
+#[inline]
+fn crc_masked(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> u32 {
+    let mut m = [0u8; MAX_PREFIX];
+    let ipl = ip_header.len();
+    m[..ipl].copy_from_slice(ip_header);
+    if ipl == ipv4::HEADER_LEN {
+        for i in ipv4::ICRC_MASKED_BYTES {
+            m[i] = 0xff;
+        }
+    } else {
+        m[0] |= 0x0f;
+        m[1] = 0xff;
+        m[2] = 0xff;
+        m[3] = 0xff;
+        m[ipv6::ICRC_HOP_LIMIT_BYTE] = 0xff;
+    }
+    let u = ipl;
+    m[u..u + udp::HEADER_LEN].copy_from_slice(&udp_header[..udp::HEADER_LEN]);
+    m[u + udp::CHECKSUM_OFFSET] = 0xff;
+    m[u + udp::CHECKSUM_OFFSET + 1] = 0xff;
+    let b = u + udp::HEADER_LEN;
+    let n = ib.len().min(bth::HEADER_LEN);
+    m[b..b + n].copy_from_slice(&ib[..n]);
+    if n > bth::ICRC_MASKED_BYTE {
+        m[b + bth::ICRC_MASKED_BYTE] = 0xff;
+    }
+    let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
+    h.update(&m[..b + n]);
+    h.update(&ib[n..]);
+    h.finalize()
+}
+
+/// Computes the ICRC from the raw headers.
+///
+/// - `ip_header`: exactly the IPv4 header (20 bytes, version 4) or IPv6 header (40 bytes,
+///   version 6) as on the wire;
+/// - `udp_header`: the 8 UDP header bytes;
+/// - `ib`: BTH through pad — the UDP payload without its last 4 (ICRC) bytes.
+///
+/// The length fields are taken as they are in the headers (they count the ICRC).
+///
+/// # Errors
+/// [`Error::BadVersion`] when `ip_header`'s length does not match its version nibble (including
+/// IPv4 with options); [`Error::Truncated`] when `udp_header` is not 8 bytes or `ib` is shorter
+/// than a BTH.
+pub fn compute(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> Result<u32> {
+    if udp_header.len() != udp::HEADER_LEN || ib.len() < bth::HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    match (ip_header.first().map(|b| b >> 4), ip_header.len()) {
+        (Some(4), ipv4::HEADER_LEN) | (Some(6), ipv6::HEADER_LEN) => {}
+        _ => return Err(Error::BadVersion),
+    }
+    Ok(crc_masked(ip_header, udp_header, ib))
+}
+
+/// Checks the ICRC of a UDP payload (`BTH .. pad ‖ ICRC`) against the raw IP/UDP headers.
+///
+/// # Errors
+/// As [`compute`]; [`Error::Truncated`] when `udp_payload` cannot hold a BTH and an ICRC.
+///
+/// # Fuzzing
+/// Returns `Ok(true)` without computing under `cfg(fuzzing)`.
+pub fn verify(ip_header: &[u8], udp_header: &[u8], udp_payload: &[u8]) -> Result<bool> {
+    if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
+        return Err(Error::Truncated);
+    }
+    if cfg!(fuzzing) {
+        return Ok(true);
+    }
+    let (ib, t) = udp_payload.split_at(udp_payload.len() - ICRC_LEN);
+    let crc = compute(ip_header, udp_header, ib)?;
+    Ok(crc == from_wire([t[0], t[1], t[2], t[3]]))
+}
+
+/// The IP header, UDP header and UDP payload slices of a UDP-in-IP Ethernet frame, bounded by the
+/// IP and UDP length fields (Ethernet padding excluded).
+fn locate(frame: &[u8]) -> Result<(&[u8], &[u8], &[u8])> {
+    let eth = ethernet::Packet::new_checked(frame)?;
+    let l3 = eth.payload();
+    let (ip_header, ip_payload) = match eth.ethertype() {
+        ETHERTYPE_IPV4 => {
+            let p = ipv4::Packet::new_checked(l3)?;
+            if p.version() != 4 {
+                return Err(Error::BadVersion);
+            }
+            if p.protocol() != PROTOCOL_UDP {
+                return Err(Error::NotRoce);
+            }
+            if p.header_len() != ipv4::HEADER_LEN {
+                return Err(Error::Ipv4Options);
+            }
+            (p.header(), p.payload())
+        }
+        ETHERTYPE_IPV6 => {
+            let p = ipv6::Packet::new_checked(l3)?;
+            if p.version() != 6 {
+                return Err(Error::BadVersion);
+            }
+            if p.next_header() != NEXT_HEADER_UDP {
+                return Err(Error::NotRoce);
+            }
+            (p.header(), p.payload())
+        }
+        _ => return Err(Error::NotRoce),
+    };
+    let u = udp::Packet::new_checked(ip_payload)?;
+    Ok((ip_header, u.header(), u.payload()))
+}
+
+/// Computes the ICRC of a whole Ethernet frame (optionally VLAN-tagged, no FCS) carrying
+/// IPv4/IPv6 + UDP + BTH...: over the IP header to the pad, excluding the frame's last 4 UDP
+/// payload bytes (its ICRC) and any Ethernet padding.
+///
+/// # Errors
+/// [`Error::NotRoce`] for a non-IP or non-UDP frame; [`Error::Truncated`] / [`Error::BadLength`]
+/// when lengths disagree with the buffer; [`Error::BadVersion`] for a version nibble that does not
+/// match the EtherType; [`Error::Ipv4Options`] for an IPv4 header with options.
+pub fn compute_frame(frame: &[u8]) -> Result<u32> {
+    let (ip_header, udp_header, payload) = locate(frame)?;
+    if payload.len() < bth::HEADER_LEN + ICRC_LEN {
+        return Err(Error::Truncated);
+    }
+    compute(ip_header, udp_header, &payload[..payload.len() - ICRC_LEN])
+}
+
+/// Checks the ICRC of a whole Ethernet frame (see [`compute_frame`]).
+///
+/// # Errors
+/// As [`compute_frame`].
+///
+/// # Fuzzing
+/// Returns `Ok(true)` after locating the headers, without computing, under `cfg(fuzzing)`.
+pub fn verify_frame(frame: &[u8]) -> Result<bool> {
+    let (ip_header, udp_header, payload) = locate(frame)?;
+    verify(ip_header, udp_header, payload)
+}
+
+/// What a UDP socket user knows about the headers around a RoCEv2 UDP payload, enough to
+/// rebuild them for the ICRC: addresses, ports, protocol, and — for IPv4 — the identification
+/// and DF flag.
+///
+/// Fields the ICRC masks (TOS/traffic class, TTL/hop limit, flow label, both checksums) do not
+/// matter. The IP and UDP length fields are derived from the UDP payload length in
+/// [`compute`](Self::compute), so the reprs' `payload_len` values are ignored.
+///
+/// **IPv4 identification.** A receiver on a UDP socket never sees the sender's IPv4 ID, yet the
+/// ICRC covers it. The soft provider therefore sends from *unconnected* UDP sockets with
+/// path-MTU discovery on (`IP_PMTUDISC_DO`): Linux then sets DF and writes ID 0
+/// (`ip_select_ident_segs`: DF set and no connected destination ⇒ `iph->id = 0`), fragment
+/// offset 0. [`for_udp_socket_v4`](Self::for_udp_socket_v4) encodes exactly that assumption.
+/// Packets from hardware RoCE NICs carry other IDs and must be checked with [`verify_frame`] or
+/// [`verify`] on captured headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IcrcContext {
+    /// The IP header (lengths ignored).
+    pub ip: IpRepr,
+    /// The UDP header (length and checksum ignored).
+    pub udp: UdpRepr,
+}
+
+impl IcrcContext {
+    /// A context from explicit header reprs.
+    pub const fn new(ip: IpRepr, udp: UdpRepr) -> IcrcContext {
+        IcrcContext { ip, udp }
+    }
+
+    /// The context for an IPv4 datagram sent by Linux from an unconnected UDP socket with DF set:
+    /// ID 0, DF, fragment offset 0, protocol UDP. TOS and TTL are masked and left 0.
+    pub const fn for_udp_socket_v4(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        src_port: u16,
+        dst_port: u16,
+    ) -> IcrcContext {
+        IcrcContext {
+            ip: IpRepr::V4(Ipv4Repr {
+                src,
+                dst,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                ttl: 0,
+                protocol: PROTOCOL_UDP,
+                payload_len: 0,
+            }),
+            udp: UdpRepr {
+                src_port,
+                dst_port,
+                payload_len: 0,
+                checksum: 0,
+            },
+        }
+    }
+
+    /// The context for an IPv6 datagram with UDP as next header (no extension headers).
+    /// Traffic class, flow label and hop limit are masked and left 0.
+    pub const fn for_udp_socket_v6(
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        src_port: u16,
+        dst_port: u16,
+    ) -> IcrcContext {
+        IcrcContext {
+            ip: IpRepr::V6(Ipv6Repr {
+                src,
+                dst,
+                traffic_class: 0,
+                flow_label: 0,
+                hop_limit: 0,
+                next_header: NEXT_HEADER_UDP,
+                payload_len: 0,
+            }),
+            udp: UdpRepr {
+                src_port,
+                dst_port,
+                payload_len: 0,
+                checksum: 0,
+            },
+        }
+    }
+
+    /// The same context for the reverse direction (addresses and ports swapped): what a
+    /// receiver uses to check packets from the peer it sends to.
+    pub fn reversed(&self) -> IcrcContext {
+        let mut c = *self;
+        match &mut c.ip {
+            IpRepr::V4(r) => core::mem::swap(&mut r.src, &mut r.dst),
+            IpRepr::V6(r) => core::mem::swap(&mut r.src, &mut r.dst),
+        }
+        core::mem::swap(&mut c.udp.src_port, &mut c.udp.dst_port);
+        c
+    }
+
+    /// Computes the ICRC for `ib` = BTH through pad (the UDP payload without ICRC), with the IP
+    /// and UDP length fields set for a UDP payload of `ib.len() + 4` bytes.
+    ///
+    /// # Errors
+    /// [`Error::BadLength`] when that datagram would not fit the IP length field;
+    /// [`Error::Truncated`] when `ib` is shorter than a BTH.
+    pub fn compute(&self, ib: &[u8]) -> Result<u32> {
+        if ib.len() < bth::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let udp_len = udp::HEADER_LEN + ib.len() + ICRC_LEN;
+        if udp_len > self.ip.max_payload_len() {
+            return Err(Error::BadLength);
+        }
+        let mut ip = [0u8; ipv6::HEADER_LEN];
+        let ipl = match self.ip {
+            IpRepr::V4(r) => {
+                let r = Ipv4Repr {
+                    payload_len: udp_len as u16,
+                    ..r
+                };
+                r.emit_unsummed(&mut ipv4::Packet::new_unchecked(&mut ip[..]));
+                ipv4::HEADER_LEN
+            }
+            IpRepr::V6(r) => {
+                let r = Ipv6Repr {
+                    payload_len: udp_len as u16,
+                    ..r
+                };
+                r.emit(&mut ipv6::Packet::new_unchecked(&mut ip[..]));
+                ipv6::HEADER_LEN
+            }
+        };
+        let mut u = [0u8; udp::HEADER_LEN];
+        UdpRepr {
+            payload_len: (udp_len - udp::HEADER_LEN) as u16,
+            ..self.udp
+        }
+        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
+        Ok(crc_masked(&ip[..ipl], &u, ib))
+    }
+
+    /// Checks the trailing ICRC of a UDP payload (`BTH .. pad ‖ ICRC`). Returns `false` when the
+    /// payload is too short or too long to carry one.
+    ///
+    /// # Fuzzing
+    /// Returns `true` under `cfg(fuzzing)` for any payload long enough to hold a BTH and ICRC.
+    pub fn verify(&self, udp_payload: &[u8]) -> bool {
+        if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
+            return false;
+        }
+        if cfg!(fuzzing) {
+            return true;
+        }
+        let (ib, t) = udp_payload.split_at(udp_payload.len() - ICRC_LEN);
+        self.compute(ib) == Ok(from_wire([t[0], t[1], t[2], t[3]]))
+    }
+
+    /// Computes the ICRC over all but the last 4 bytes of `udp_payload` and writes it into them.
+    ///
+    /// # Errors
+    /// As [`compute`](Self::compute); [`Error::Truncated`] when `udp_payload` cannot hold a BTH
+    /// and an ICRC.
+    pub fn seal(&self, udp_payload: &mut [u8]) -> Result<()> {
+        if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        let at = udp_payload.len() - ICRC_LEN;
+        let crc = self.compute(&udp_payload[..at])?;
+        udp_payload[at..].copy_from_slice(&to_wire(crc));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let mut v = Vec::new();
+        let b = s.as_bytes();
+        for i in (0..b.len()).step_by(2) {
+            let d = |c: u8| (c as char).to_digit(16).unwrap() as u8;
+            v.push(d(b[i]) << 4 | d(b[i + 1]));
+        }
+        v
+    }
+
+    // rocev2.md §2.2 TV2: ConnectX-4 Lx CNP, ICRC wire 82 fd 00 2a.
+    const TV2: &str = concat!(
+        "e41d2dab2bc27cfe90643b32080045c2003c718c4000401191610a0011010a001201000012b700280000",
+        "8100ffff40000118000000000000000000000000000000000000000082fd002a"
+    );
+
+    #[test]
+    fn lrh_standin_constant() {
+        let mut h = Hasher::new();
+        h.update(&[0xff; 8]);
+        assert_eq!(h.finalize(), LRH_STANDIN_CRC);
+        // Continuing from the constant equals hashing the prefix in one go.
+        let mut a = Hasher::new_with_initial(LRH_STANDIN_CRC);
+        a.update(b"123456789");
+        let mut b = Hasher::new();
+        b.update(&[0xff; 8]);
+        b.update(b"123456789");
+        assert_eq!(a.finalize(), b.finalize());
+        // CRC-32/ISO-HDLC check value.
+        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
+    }
+
+    #[test]
+    fn tv2_three_ways() {
+        let f = hex(TV2);
+        assert_eq!(compute_frame(&f), Ok(0x2a00_fd82));
+        assert_eq!(verify_frame(&f), Ok(true));
+        assert_eq!(to_wire(0x2a00_fd82), [0x82, 0xfd, 0x00, 0x2a]);
+        let (ip, udp_h, ib) = (&f[14..34], &f[34..42], &f[42..]);
+        assert_eq!(compute(ip, udp_h, &ib[..ib.len() - 4]), Ok(0x2a00_fd82));
+        assert_eq!(verify(ip, udp_h, ib), Ok(true));
+        // The CNP's IPv4 ID is 0x718c, not 0: a full IcrcContext reproduces it.
+        let ctx = IcrcContext::new(
+            IpRepr::V4(Ipv4Repr {
+                src: Ipv4Addr::new(10, 0, 17, 1),
+                dst: Ipv4Addr::new(10, 0, 18, 1),
+                dscp: 0,
+                ecn: 0,
+                ident: 0x718c,
+                dont_frag: true,
+                ttl: 1,
+                protocol: 17,
+                payload_len: 999,
+            }),
+            UdpRepr {
+                src_port: 0,
+                dst_port: 4791,
+                payload_len: 1,
+                checksum: 0x1234,
+            },
+        );
+        assert!(ctx.verify(ib));
+        let mut sealed = [0u8; 32];
+        sealed.copy_from_slice(ib);
+        sealed[28..].fill(0);
+        ctx.seal(&mut sealed).unwrap();
+        assert_eq!(&sealed[..], ib);
+        // The socket-default context assumes ID 0 and so rejects this hardware packet.
+        let sock = IcrcContext::for_udp_socket_v4(
+            Ipv4Addr::new(10, 0, 17, 1),
+            Ipv4Addr::new(10, 0, 18, 1),
+            0,
+            4791,
+        );
+        assert!(!sock.verify(ib));
+        assert_eq!(sock.reversed().reversed(), sock);
+        let mut bad = f.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        assert_eq!(verify_frame(&bad), Ok(false));
+    }
+
+    #[test]
+    fn errors() {
+        let f = hex(TV2);
+        let (ip, udp_h, ib) = (&f[14..34], &f[34..42], &f[42..]);
+        assert_eq!(compute(&ip[..19], udp_h, ib), Err(Error::BadVersion));
+        assert_eq!(compute(&f[14..54], udp_h, ib), Err(Error::BadVersion));
+        assert_eq!(compute(ip, &udp_h[..7], ib), Err(Error::Truncated));
+        assert_eq!(compute(ip, udp_h, &ib[..11]), Err(Error::Truncated));
+        assert_eq!(verify(ip, udp_h, &ib[..15]), Err(Error::Truncated));
+        assert_eq!(compute_frame(&f[..20]), Err(Error::Truncated));
+        let mut opts = f.clone();
+        opts[14] = 0x46;
+        assert_eq!(compute_frame(&opts), Err(Error::Ipv4Options));
+        let mut arp = f.clone();
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert_eq!(compute_frame(&arp), Err(Error::NotRoce));
+        let ctx = IcrcContext::for_udp_socket_v4(Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST, 1, 4791);
+        assert!(!ctx.verify(&ib[..15]));
+        assert_eq!(ctx.compute(&ib[..11]), Err(Error::Truncated));
+        let big = [0u8; 65535 - 20 - 8 - 3];
+        assert_eq!(ctx.compute(&big), Err(Error::BadLength));
+        assert!(ctx.compute(&big[1..]).is_ok());
+    }
+}

@@ -1,0 +1,180 @@
+//! One end of a benchmark connection: device, PD, CQ, QP and buffer, and connecting the QP
+//! from the peer's [`QpInfo`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::bench::oob::QpInfo;
+use crate::capture::Capture;
+use crate::error::{Error, Result};
+use crate::verbs::{
+    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState, QueuePair, SoftConfig,
+    WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
+};
+
+/// Busy-poll iterations before a poller starts yielding the CPU between polls (the progress
+/// threads need it, most of all on small machines where both ends share the cores).
+pub const SPIN_BEFORE_YIELD: u32 = 64;
+
+/// Send queue depth of benchmark QPs (perftest's default `-t 128`).
+pub const TX_DEPTH: u32 = 128;
+/// Receive queue depth of benchmark QPs.
+pub const RX_DEPTH: u32 = 512;
+
+/// How a benchmark end opens its device.
+#[derive(Debug, Clone)]
+pub struct DeviceChoice {
+    /// Local address (the GID).
+    pub addr: IpAddr,
+    /// UDP port; `None` = 4791, falling back to an ephemeral port when 4791 is taken.
+    pub udp_port: Option<u16>,
+    /// Capture to record packets in.
+    pub capture: Option<Arc<Capture>>,
+    /// Record received packets too.
+    pub capture_received: bool,
+}
+
+/// A benchmark end.
+pub struct Endpoint {
+    /// The device.
+    pub device: Device,
+    /// Completions of sends and receives.
+    pub cq: CompletionQueue,
+    /// The RC QP.
+    pub qp: QueuePair,
+    /// The registered buffer.
+    pub mr: MemoryRegion,
+    /// Initial send PSN.
+    pub psn: u32,
+}
+
+impl Endpoint {
+    /// Opens the device, registers `buf_len` bytes and creates a QP in RESET.
+    pub fn open(choice: &DeviceChoice, buf_len: usize) -> Result<Endpoint> {
+        let mut cfg = SoftConfig::new(choice.addr);
+        cfg.capture = choice.capture.clone();
+        cfg.capture_received = choice.capture_received;
+        let device = match choice.udp_port {
+            Some(p) => {
+                cfg.udp_port = p;
+                Device::open_soft(cfg)?
+            }
+            None => {
+                cfg.udp_port = ROCE_V2_UDP_PORT;
+                match Device::open_soft(cfg.clone()) {
+                    Err(Error::Bind { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+                        tracing::info!(addr = %choice.addr, "UDP port 4791 is taken on this address; using an ephemeral port (rdmesh peers learn it out of band)");
+                        cfg.udp_port = 0;
+                        Device::open_soft(cfg)?
+                    }
+                    r => r?,
+                }
+            }
+        };
+        let pd = device.alloc_pd();
+        let mr = pd.register(buf_len, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ)?;
+        let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize);
+        let qp = pd.create_qp(&cq, &cq, QpCap { max_send_wr: TX_DEPTH, max_recv_wr: RX_DEPTH, max_sge: 1 })?;
+        qp.modify(&QpAttr {
+            qp_state: Some(QpState::Init),
+            pkey_index: Some(0),
+            port_num: Some(1),
+            qp_access_flags: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ),
+            ..Default::default()
+        })?;
+        let psn = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(1)
+            ^ qp.qp_num().wrapping_mul(0x9e37))
+            & 0xff_ffff;
+        Ok(Endpoint { device, cq, qp, mr, psn })
+    }
+
+    /// What the peer needs to know about this end.
+    pub fn info(&self) -> QpInfo {
+        let local = self.device.local_addr();
+        QpInfo {
+            qpn: self.qp.qp_num(),
+            psn: self.psn,
+            rkey: self.mr.rkey(),
+            va: self.mr.addr(),
+            len: self.mr.len() as u64,
+            gid: local.ip(),
+            udp_port: local.port(),
+            mtu: self.device.info().active_mtu().bytes(),
+        }
+    }
+
+    /// Moves the QP through RTR and RTS towards `peer` with path MTU `mtu`.
+    pub fn connect(&self, peer: &QpInfo, mtu: Mtu) -> Result<()> {
+        self.qp.modify(&QpAttr {
+            qp_state: Some(QpState::Rtr),
+            ah_attr: Some(AhAttr { dgid: peer.gid, udp_port: peer.udp_port }),
+            path_mtu: Some(mtu),
+            dest_qp_num: Some(peer.qpn),
+            rq_psn: Some(peer.psn),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(12),
+            ..Default::default()
+        })?;
+        self.qp.modify(&QpAttr {
+            qp_state: Some(QpState::Rts),
+            sq_psn: Some(self.psn),
+            timeout: Some(14),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            max_rd_atomic: Some(16),
+            ..Default::default()
+        })?;
+        tracing::info!(qpn = format_args!("{:#08x}", self.qp.qp_num()), peer_qpn = format_args!("{:#08x}", peer.qpn), peer = %peer.gid, mtu = mtu.bytes(), "connected");
+        Ok(())
+    }
+
+    /// Waits for one completion, busy-polling; fails after `timeout` without one, or on an
+    /// error status, naming the QP, the peer and the counters.
+    pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(wc) = self.cq.poll_one() {
+                if wc.status != WcStatus::Success {
+                    return Err(Error::Bench(format!(
+                        "QP {:#08x}: work completion wr_id {} failed with {:?} ({:?}); device counters {:?}; QP counters {:?}",
+                        self.qp.qp_num(),
+                        wc.wr_id,
+                        wc.status,
+                        wc.opcode,
+                        self.device.counters(),
+                        self.qp.counters()
+                    )));
+                }
+                return Ok(wc);
+            }
+            spins += 1;
+            if spins >= SPIN_BEFORE_YIELD {
+                if start.elapsed() > timeout {
+                    return Err(Error::Bench(format!(
+                        "QP {:#08x}: no completion within {:?}; device counters {:?}; QP counters {:?}",
+                        self.qp.qp_num(),
+                        timeout,
+                        self.device.counters(),
+                        self.qp.counters()
+                    )));
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The path MTU both ends can use: the largest IB MTU ≤ both ends' active MTUs and the
+/// requested one.
+pub fn common_mtu(local: u32, remote: u32, requested: Option<u32>) -> Result<Mtu> {
+    let limit = local.min(remote).min(requested.unwrap_or(u32::MAX));
+    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
+        .into_iter()
+        .find(|m| m.bytes() <= limit)
+        .ok_or_else(|| Error::Config(format!("no IB path MTU fits {limit} bytes (local {local}, remote {remote})")))
+}

@@ -1,0 +1,10 @@
+//! `rdmesh bench`: perftest-shaped bandwidth and latency tests over the verbs API.
+
+pub mod endpoint;
+pub mod oob;
+pub mod pattern;
+pub mod run;
+pub mod stats;
+pub mod udp_reference;
+
+pub use run::{run, BenchOptions, Mode};

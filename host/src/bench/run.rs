@@ -1,0 +1,619 @@
+//! `rdmesh bench`: server and client of the perftest-shaped benchmarks.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::bench::endpoint::{common_mtu, SPIN_BEFORE_YIELD, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
+use crate::bench::oob::{Channel, Hello, QpInfo, Report, Start};
+use crate::bench::pattern;
+use crate::bench::stats::{self, BwResult, LatResult};
+use crate::capture::Capture;
+use crate::error::{Error, Result};
+use crate::verbs::{RecvWr, SendWr, Sge, WrOpcode};
+
+/// Which operation the benchmark measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// RDMA WRITE (ib_write_bw / ib_write_lat).
+    Write,
+    /// SEND / RECV (ib_send_bw / ib_send_lat).
+    Send,
+    /// RDMA READ (ib_read_bw / ib_read_lat).
+    Read,
+}
+
+impl Mode {
+    fn code(self) -> u8 {
+        match self {
+            Mode::Write => 0,
+            Mode::Send => 1,
+            Mode::Read => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Mode> {
+        [Mode::Write, Mode::Send, Mode::Read].into_iter().find(|m| m.code() == c)
+    }
+}
+
+/// Everything `rdmesh bench` was asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Operation.
+    pub mode: Mode,
+    /// Server host to connect to (client), or `None` (server).
+    pub server: Option<String>,
+    /// Out-of-band TCP port.
+    pub tcp_port: u16,
+    /// Message sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// Messages per size.
+    pub iters: u64,
+    /// Run each size for this long instead of `iters` messages.
+    pub duration: Option<Duration>,
+    /// Report Gb/s instead of MB/s.
+    pub report_gbits: bool,
+    /// Latency (ping-pong) test.
+    pub lat: bool,
+    /// Check every received byte against the pattern.
+    pub verify: bool,
+    /// Write every packet to this pcap file.
+    pub pcap: Option<std::path::PathBuf>,
+    /// Run both ends in this process over loopback.
+    pub loopback: bool,
+    /// Local UDP port (None: 4791 or ephemeral when taken).
+    pub udp_port: Option<u16>,
+    /// Local address to bind (None: the route's source address towards the peer).
+    pub local_addr: Option<IpAddr>,
+    /// Largest path MTU to use, bytes.
+    pub mtu: Option<u32>,
+    /// Out-of-band and completion timeout.
+    pub timeout: Duration,
+    /// Also measure plain UDP in the same run (loopback only) and print the ratio.
+    pub compare_udp: bool,
+}
+
+/// Bytes of buffer the client asks for per side.
+const BUFFER_BUDGET: u64 = 256 << 20;
+
+fn slots_for(opts: &BenchOptions, max_size: u64) -> u32 {
+    if opts.lat {
+        // Slot 0 is what this end sends from, slot 1 what the peer writes into.
+        return 2;
+    }
+    let by_mem = (BUFFER_BUDGET / max_size.max(1)).max(1);
+    let by_iters = if opts.duration.is_some() { u64::from(TX_DEPTH) } else { opts.iters.max(1) };
+    by_mem.min(by_iters).min(if opts.verify { u64::MAX } else { u64::from(TX_DEPTH) }).max(1) as u32
+}
+
+/// Runs the benchmark as `opts` says: server, client, or both in one process.
+pub fn run(opts: &BenchOptions) -> Result<()> {
+    if opts.sizes.iter().any(|&s| s > 1 << 31) {
+        return Err(Error::Config("message sizes above 2^31 bytes are not allowed by RC".into()));
+    }
+    if opts.lat && opts.duration.is_some() {
+        return Err(Error::Config("--duration applies to bandwidth tests; use -n for --lat".into()));
+    }
+    if opts.lat && opts.mode == Mode::Write && opts.sizes.contains(&0) {
+        return Err(Error::Config("write latency needs messages of at least 1 byte (the last byte signals arrival)".into()));
+    }
+    let capture = match &opts.pcap {
+        Some(p) => Some(Capture::create(p)?),
+        None => None,
+    };
+    if opts.loopback {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
+        let port = listener.local_addr().map_err(|e| Error::io("reading the out-of-band port", e))?.port();
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let server_choice = DeviceChoice { addr: lo, udp_port: None, capture: capture.clone(), capture_received: false };
+        let client_choice = DeviceChoice { addr: lo, udp_port: Some(opts.udp_port.unwrap_or(0)), capture: capture.clone(), capture_received: false };
+        let sopts = opts.clone();
+        let server = std::thread::Builder::new()
+            .name("rdmesh-bench-server".into())
+            .spawn(move || -> Result<()> {
+                let (stream, _) = listener.accept().map_err(|e| Error::io("accepting the loopback client", e))?;
+                serve(&sopts, Channel::new(stream, sopts.timeout)?, &server_choice)
+            })
+            .map_err(|e| Error::io("starting the loopback server thread", e))?;
+        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).map_err(|e| Error::io("connecting to the loopback server", e))?;
+        let client_result = client(opts, Channel::new(stream, opts.timeout)?, &client_choice);
+        let server_result = server.join().map_err(|_| Error::Bench("the loopback server thread panicked".into()))?;
+        let results = client_result?;
+        server_result?;
+        if opts.compare_udp {
+            crate::bench::udp_reference::compare(opts, &results)?;
+        }
+    } else if let Some(host) = &opts.server {
+        let addr = (host.as_str(), opts.tcp_port)
+            .to_socket_addrs()
+            .map_err(|e| Error::io(format!("resolving {host}"), e))?
+            .next()
+            .ok_or_else(|| Error::Config(format!("{host} has no address")))?;
+        let stream = TcpStream::connect_timeout(&addr, opts.timeout)
+            .map_err(|e| Error::io(format!("connecting to the rdmesh bench server at {addr} (is it running? firewall?)"), e))?;
+        let local = match opts.local_addr {
+            Some(a) => a,
+            None => route_source(addr.ip())?,
+        };
+        let choice = DeviceChoice { addr: local, udp_port: opts.udp_port, capture, capture_received: true };
+        client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
+    } else {
+        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, opts.tcp_port))
+            .map_err(|e| Error::io(format!("listening on TCP port {} for the out-of-band exchange", opts.tcp_port), e))?;
+        eprintln!(" Waiting for a client on TCP port {} ...", opts.tcp_port);
+        let (stream, peer) = listener.accept().map_err(|e| Error::io("accepting a client", e))?;
+        let local = match opts.local_addr {
+            Some(a) => a,
+            None => stream.local_addr().map_err(|e| Error::io("reading the accepted socket's address", e))?.ip(),
+        };
+        tracing::info!(%peer, %local, "client connected");
+        let choice = DeviceChoice { addr: local, udp_port: opts.udp_port, capture, capture_received: true };
+        serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
+    }
+    Ok(())
+}
+
+/// The local address the kernel would use to reach `dst`.
+fn route_source(dst: IpAddr) -> Result<IpAddr> {
+    let any: SocketAddr = if dst.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { "[::]:0".parse().expect("valid") };
+    let s = UdpSocket::bind(any).map_err(|e| Error::io("finding the route to the peer", e))?;
+    s.connect((dst, 4791)).map_err(|e| Error::io(format!("no route to {dst}"), e))?;
+    Ok(s.local_addr().map_err(|e| Error::io("finding the route to the peer", e))?.ip())
+}
+
+fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
+    let op = match opts.mode {
+        Mode::Write => "RDMA_Write",
+        Mode::Send => "Send",
+        Mode::Read => "RDMA_Read",
+    };
+    println!("{}", stats::RULE);
+    println!(
+        "                    {op} {} Test",
+        if opts.lat { "Latency" } else { "BW" }
+    );
+    println!(" Provider: soft (RoCEv2 over UDP)   Transport: RC   MTU: {mtu}   TX depth: {TX_DEPTH}");
+    println!(
+        " local  address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} GID {} UDP {}",
+        ep.qp.qp_num(),
+        ep.psn,
+        ep.mr.rkey(),
+        ep.mr.addr(),
+        ep.device.local_addr().ip(),
+        ep.device.local_addr().port()
+    );
+    println!(
+        " remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} GID {} UDP {}",
+        peer.qpn, peer.psn, peer.rkey, peer.va, peer.gid, peer.udp_port
+    );
+    println!("{}", stats::RULE);
+}
+
+/// One size's result.
+#[derive(Debug, Clone, Copy)]
+pub enum SizeResult {
+    /// Bandwidth test.
+    Bw(BwResult),
+    /// Latency test.
+    Lat(LatResult),
+}
+
+fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
+    let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
+    let slots = slots_for(opts, max_size);
+    ch.send_hello(&Hello { mode: opts.mode.code(), lat: opts.lat, verify: opts.verify, max_size, slots })?;
+    let ep = Endpoint::open(choice, (max_size * u64::from(slots)) as usize)?;
+    ch.send_qp_info(&ep.info())?;
+    let peer = ch.recv_qp_info()?;
+    let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
+    ep.connect(&peer, mtu)?;
+    ch.sync(0)?;
+    header_line(opts, &ep, &peer, mtu.bytes());
+    println!("{}", if opts.lat { stats::lat_header() } else { stats::bw_header(opts.report_gbits) });
+    let mut total_verified = 0u64;
+    let mut results = Vec::new();
+    for &size in &opts.sizes {
+        let iters = if opts.duration.is_some() { 0 } else { opts.iters };
+        ch.send_start(&Start { size, iters })?;
+        let (count, result, verified) = if opts.lat {
+            let (count, mut samples, verified) = client_lat(opts, &ep, &peer, size)?;
+            (count, SizeResult::Lat(LatResult::from_samples(size, &mut samples)), verified)
+        } else {
+            let (posted, completed, verified) = client_bw(opts, &ep, &peer, size, slots)?;
+            (completed.len() as u64, SizeResult::Bw(BwResult::from_times(size, &posted, &completed)), verified)
+        };
+        let row = match &result {
+            SizeResult::Bw(r) => stats::bw_row(r, opts.report_gbits),
+            SizeResult::Lat(r) => stats::lat_row(r),
+        };
+        results.push(result);
+        ch.send_report(&Report { status: 0, value: count, message: String::new() })?;
+        let r = ch.recv_report()?;
+        if r.status != 0 {
+            return Err(Error::Bench(format!("the server at {} reports: {}", ch.peer(), r.message)));
+        }
+        total_verified += verified + r.value;
+        println!("{row}");
+    }
+    println!("{}", stats::RULE);
+    tracing::info!(qp = ?ep.qp.counters(), device = ?ep.device.counters(), "client counters");
+    if opts.verify {
+        println!(" Verified {total_verified} bytes against the pattern: all correct");
+    }
+    Ok(results)
+}
+
+fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<()> {
+    let hello = ch.recv_hello()?;
+    let mode = Mode::from_code(hello.mode).ok_or_else(|| Error::Bench(format!("client asked for unknown test {}", hello.mode)))?;
+    if mode != opts.mode || hello.lat != opts.lat {
+        let msg = format!(
+            "client runs {mode:?}{} but this server runs {:?}{}; start both with the same test",
+            if hello.lat { " --lat" } else { "" },
+            opts.mode,
+            if opts.lat { " --lat" } else { "" }
+        );
+        return Err(Error::Bench(msg));
+    }
+    let buf_len = hello.max_size.checked_mul(u64::from(hello.slots)).filter(|&l| l <= 2 * BUFFER_BUDGET).ok_or_else(|| {
+        Error::Bench(format!("client asked for {} slots of {} bytes: more than this server allows", hello.slots, hello.max_size))
+    })?;
+    let ep = Endpoint::open(choice, buf_len as usize)?;
+    if mode == Mode::Read && hello.verify {
+        ep.mr.with(|b| {
+            for (s, chunk) in b.chunks_mut(hello.max_size as usize).enumerate() {
+                pattern::fill(chunk, s as u64);
+            }
+        });
+    }
+    let peer = ch.recv_qp_info()?;
+    ch.send_qp_info(&ep.info())?;
+    let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
+    ep.connect(&peer, mtu)?;
+    ch.sync(0)?;
+    let timeout = opts.timeout;
+    let mut recvs = RecvState::default();
+    loop {
+        let start = match ch.recv_start() {
+            Ok(s) => s,
+            Err(Error::Exchange { reason, .. }) if reason.contains("closed the connection") => break,
+            Err(e) => return Err(e),
+        };
+        let size = start.size;
+        let outcome: Result<u64> = if hello.lat {
+            server_lat(&ep, &peer, mode, size, start.iters, hello.verify, timeout).and_then(|v| ch.recv_report().map(|_| v))
+        } else if mode == Mode::Send {
+            server_send_bw(&ep, &mut recvs, size, hello.max_size, hello.slots, hello.verify, &mut ch, timeout)
+        } else {
+            // WRITE/READ bandwidth: the server is passive; the client's report carries the count.
+            ch.recv_report().and_then(|done| {
+                if mode == Mode::Write && hello.verify {
+                    verify_written(&ep, size, hello.slots, done.value)
+                } else {
+                    Ok(0)
+                }
+            })
+        };
+        match outcome {
+            Ok(v) => ch.send_report(&Report { status: 0, value: v, message: String::new() })?,
+            Err(e) => {
+                let _ = ch.send_report(&Report { status: 1, value: 0, message: e.to_string() });
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the server buffer after a WRITE run of `count` messages: slot `s` holds the last
+/// message `i < count` with `i % slots == s`.
+fn verify_written(ep: &Endpoint, size: u64, slots: u32, count: u64) -> Result<u64> {
+    let slots = u64::from(slots);
+    let mut verified = 0;
+    for s in 0..slots.min(count) {
+        let last = s + slots * ((count - 1 - s) / slots);
+        let off = (s * size) as usize;
+        let mismatch = ep.mr.with(|b| pattern::first_mismatch(&b[off..off + size as usize], last));
+        if let Some(at) = mismatch {
+            return Err(Error::Bench(format!("RDMA WRITE data mismatch: message {last} ({size} bytes), byte {at} differs from the pattern")));
+        }
+        verified += size;
+    }
+    Ok(verified)
+}
+
+/// Runs one size of a bandwidth test; returns each message's post and completion times and
+/// the bytes verified.
+fn client_bw(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64, slots: u32) -> Result<(Vec<Duration>, Vec<Duration>, u64)> {
+    let depth = u64::from(TX_DEPTH.min(slots));
+    let iters = opts.iters;
+    let deadline = opts.duration;
+    let mut times = Vec::with_capacity(iters.min(1 << 24) as usize);
+    let mut post_times = Vec::with_capacity(iters.min(1 << 24) as usize);
+    let mut posted = 0u64;
+    let mut completed = 0u64;
+    let mut verified = 0u64;
+    let slot_addr = |i: u64, base: u64| base + (i % u64::from(slots)) * size;
+    let start = Instant::now();
+    let mut stop = false;
+    loop {
+        if let Some(d) = deadline {
+            stop = stop || start.elapsed() >= d;
+        }
+        let target = if deadline.is_some() { if stop { posted } else { u64::MAX } } else { iters };
+        let mut batch = Vec::new();
+        while posted < target && posted - completed < depth && batch.len() < 32 {
+            let local = slot_addr(posted, ep.mr.addr());
+            if opts.verify && opts.mode != Mode::Read {
+                let off = (local - ep.mr.addr()) as usize;
+                ep.mr.with(|b| pattern::fill(&mut b[off..off + size as usize], posted));
+            }
+            let remote = slot_addr(posted, peer.va);
+            let opcode = match opts.mode {
+                Mode::Write => WrOpcode::RdmaWrite { remote_addr: remote, rkey: peer.rkey },
+                Mode::Send => WrOpcode::Send,
+                Mode::Read => WrOpcode::RdmaRead { remote_addr: remote, rkey: peer.rkey },
+            };
+            batch.push(SendWr::new(posted, opcode, vec![Sge { addr: local, length: size as u32, lkey: ep.mr.lkey() }]));
+            posted += 1;
+        }
+        if !batch.is_empty() {
+            let t = start.elapsed();
+            post_times.extend(std::iter::repeat(t).take(batch.len()));
+            ep.qp.post_send(&batch)?;
+        }
+        if completed == posted && (posted >= target) {
+            break;
+        }
+        let wc = ep.next_completion(opts.timeout)?;
+        if opts.verify && opts.mode == Mode::Read {
+            let i = wc.wr_id;
+            let off = ((i % u64::from(slots)) * size) as usize;
+            let src_slot = i % u64::from(slots);
+            if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[off..off + size as usize], src_slot)) {
+                return Err(Error::Bench(format!("RDMA READ data mismatch: message {i} ({size} bytes), byte {at} differs from the pattern")));
+            }
+            verified += size;
+        }
+        completed += 1;
+        times.push(start.elapsed());
+    }
+    Ok((post_times, times, verified))
+}
+
+/// Receives posted by the server of a SEND bandwidth test; they persist across sizes (each
+/// is a whole slot of the largest size, so a leftover receive fits any later message).
+#[derive(Debug, Default)]
+struct RecvState {
+    posted: u64,
+    received: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn server_send_bw(ep: &Endpoint, st: &mut RecvState, size: u64, max_size: u64, slots: u32, verify: bool, ch: &mut Channel, timeout: Duration) -> Result<u64> {
+    let depth = u64::from(RX_DEPTH.min(slots.max(1)));
+    let slots = u64::from(slots);
+    let recv = |i: u64| RecvWr { wr_id: i, sg_list: vec![Sge { addr: ep.mr.addr() + (i % slots) * max_size, length: max_size as u32, lkey: ep.mr.lkey() }] };
+    let initial: Vec<RecvWr> = (st.posted..depth).map(recv).collect();
+    if !initial.is_empty() {
+        ep.qp.post_recv(&initial)?;
+        st.posted = depth;
+    }
+    let expected = AtomicU64::new(u64::MAX);
+    let base = st.received;
+    let (worker_result, done) = std::thread::scope(|scope| {
+        let expected = &expected;
+        let st = &mut *st;
+        let worker = scope.spawn(move || -> Result<u64> {
+            let mut verified = 0u64;
+            let mut idle = Instant::now();
+            while st.received - base < expected.load(Ordering::Acquire) {
+                let Some(wc) = ep.cq.poll_one() else {
+                    if idle.elapsed() > timeout {
+                        return Err(Error::Bench(format!("server: no SEND arrived within {timeout:?} (message {}); counters {:?}", st.received - base, ep.device.counters())));
+                    }
+                    std::thread::yield_now();
+                    continue;
+                };
+                idle = Instant::now();
+                let i = st.received - base;
+                if wc.status != crate::verbs::WcStatus::Success {
+                    return Err(Error::Bench(format!("server: receive of message {i} failed with {:?}", wc.status)));
+                }
+                if wc.wr_id != st.received {
+                    return Err(Error::Bench(format!("server: receive {} completed out of order (expected {})", wc.wr_id, st.received)));
+                }
+                if u64::from(wc.byte_len) != size {
+                    return Err(Error::Bench(format!("server: SEND {i} carried {} bytes, expected {size}", wc.byte_len)));
+                }
+                if verify {
+                    let off = ((st.received % slots) * max_size) as usize;
+                    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[off..off + size as usize], i)) {
+                        return Err(Error::Bench(format!("SEND data mismatch: message {i} ({size} bytes), byte {at} differs from the pattern")));
+                    }
+                    verified += size;
+                }
+                st.received += 1;
+                ep.qp.post_recv(&[recv(st.posted)])?;
+                st.posted += 1;
+            }
+            Ok(verified)
+        });
+        let done = ch.recv_report();
+        expected.store(done.as_ref().map(|r| r.value).unwrap_or(0), Ordering::Release);
+        let w = worker.join().unwrap_or_else(|_| Err(Error::Bench("server receive thread panicked".into())));
+        (w, done)
+    });
+    done?;
+    worker_result
+}
+
+fn client_lat(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64) -> Result<(u64, Vec<f64>, u64)> {
+    let mut samples = Vec::with_capacity(opts.iters as usize);
+    let mut verified = 0;
+    let n = size as usize;
+    let src = Sge { addr: ep.mr.addr(), length: size as u32, lkey: ep.mr.lkey() };
+    let dst = Sge { addr: ep.mr.addr() + size, length: size as u32, lkey: ep.mr.lkey() };
+    let peer_dst = peer.va + size;
+    for i in 0..opts.iters {
+        match opts.mode {
+            Mode::Write => {
+                ep.mr.with(|b| fill_marked(&mut b[..n], i, opts.verify));
+                let t = Instant::now();
+                ep.qp.post_send(&[unsignaled(SendWr::new(i, WrOpcode::RdmaWrite { remote_addr: peer_dst, rkey: peer.rkey }, vec![src]))])?;
+                wait_marker(ep, size, i, opts.timeout)?;
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+                if opts.verify {
+                    check_marked(ep, size, i, "RDMA WRITE")?;
+                    verified += size;
+                }
+            }
+            Mode::Send => {
+                ep.qp.post_recv(&[RecvWr { wr_id: i, sg_list: vec![dst] }])?;
+                if opts.verify {
+                    ep.mr.with(|b| pattern::fill(&mut b[..n], i));
+                }
+                let t = Instant::now();
+                ep.qp.post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+                let (mut got_recv, mut got_send) = (false, false);
+                while !(got_recv && got_send) {
+                    match ep.next_completion(opts.timeout)?.opcode {
+                        crate::verbs::WcOpcode::Recv => got_recv = true,
+                        _ => got_send = true,
+                    }
+                }
+                samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
+                if opts.verify {
+                    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], reply_iter(i))) {
+                        return Err(Error::Bench(format!("SEND reply {i} ({size} bytes): byte {at} differs from the pattern")));
+                    }
+                    verified += size;
+                }
+            }
+            Mode::Read => {
+                let t = Instant::now();
+                ep.qp.post_send(&[SendWr::new(i, WrOpcode::RdmaRead { remote_addr: peer.va, rkey: peer.rkey }, vec![dst])])?;
+                ep.next_completion(opts.timeout)?;
+                samples.push(t.elapsed().as_secs_f64() * 1e6);
+                if opts.verify {
+                    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], 0)) {
+                        return Err(Error::Bench(format!("RDMA READ {i} ({size} bytes): byte {at} differs from the pattern")));
+                    }
+                    ep.mr.with(|b| b[n..2 * n].fill(0));
+                    verified += size;
+                }
+            }
+        }
+    }
+    Ok((opts.iters, samples, verified))
+}
+
+/// The pattern number of the server's reply to SEND ping `i`.
+fn reply_iter(i: u64) -> u64 {
+    i | 1 << 40
+}
+
+fn server_lat(ep: &Endpoint, peer: &QpInfo, mode: Mode, size: u64, iters: u64, verify: bool, timeout: Duration) -> Result<u64> {
+    let n = size as usize;
+    let src = Sge { addr: ep.mr.addr(), length: size as u32, lkey: ep.mr.lkey() };
+    let dst = Sge { addr: ep.mr.addr() + size, length: size as u32, lkey: ep.mr.lkey() };
+    let peer_dst = peer.va + size;
+    let mut verified = 0;
+    match mode {
+        Mode::Write => {
+            for i in 0..iters {
+                wait_marker(ep, size, i, timeout)?;
+                if verify {
+                    check_marked(ep, size, i, "RDMA WRITE")?;
+                    verified += size;
+                }
+                ep.mr.with(|b| fill_marked(&mut b[..n], i, verify));
+                ep.qp.post_send(&[unsignaled(SendWr::new(i, WrOpcode::RdmaWrite { remote_addr: peer_dst, rkey: peer.rkey }, vec![src]))])?;
+            }
+        }
+        Mode::Send => {
+            ep.qp.post_recv(&[RecvWr { wr_id: 0, sg_list: vec![dst] }])?;
+            for i in 0..iters {
+                while ep.next_completion(timeout)?.opcode != crate::verbs::WcOpcode::Recv {}
+                if verify {
+                    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], i)) {
+                        return Err(Error::Bench(format!("SEND {i} ({size} bytes): byte {at} differs from the pattern")));
+                    }
+                    verified += size;
+                    ep.mr.with(|b| pattern::fill(&mut b[..n], reply_iter(i)));
+                }
+                if i + 1 < iters {
+                    ep.qp.post_recv(&[RecvWr { wr_id: i + 1, sg_list: vec![dst] }])?;
+                }
+                ep.qp.post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+            }
+        }
+        Mode::Read => {}
+    }
+    Ok(verified)
+}
+
+fn unsignaled(mut wr: SendWr) -> SendWr {
+    wr.signaled = false;
+    wr
+}
+
+/// The arrival marker in the last byte of message `i` of a write ping-pong: never 0 and never
+/// equal for consecutive messages.
+fn marker(i: u64) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+fn fill_marked(buf: &mut [u8], i: u64, with_pattern: bool) {
+    if with_pattern {
+        pattern::fill(buf, i);
+    }
+    if let Some(last) = buf.last_mut() {
+        *last = marker(i);
+    }
+}
+
+/// Checks the received message `i` in slot 1 (all but its marker byte).
+fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
+    let n = size as usize;
+    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n - 1], i)) {
+        return Err(Error::Bench(format!("{what} message {i} ({size} bytes): byte {at} differs from the pattern")));
+    }
+    Ok(())
+}
+
+/// Waits until the marker of message `i` arrives in the last byte of slot 1.
+fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
+    let want = marker(i);
+    let start = Instant::now();
+    let mut b = [0u8; 1];
+    let mut spins = 0u32;
+    loop {
+        ep.mr.read(2 * size as usize - 1, &mut b)?;
+        if b[0] == want {
+            // Reap the completions of our own unsignaled writes (none are produced) and errors.
+            if let Some(wc) = ep.cq.poll_one() {
+                if wc.status != crate::verbs::WcStatus::Success {
+                    return Err(Error::Bench(format!("write latency: completion error {:?}", wc.status)));
+                }
+            }
+            return Ok(());
+        }
+        spins += 1;
+        if spins >= SPIN_BEFORE_YIELD {
+            if let Some(wc) = ep.cq.poll_one() {
+                if wc.status != crate::verbs::WcStatus::Success {
+                    return Err(Error::Bench(format!("write latency: completion error {:?} on QP {:#08x}", wc.status, ep.qp.qp_num())));
+                }
+            }
+            if start.elapsed() > timeout {
+                return Err(Error::Bench(format!(
+                    "write latency: message {i} did not arrive within {timeout:?}; device counters {:?}",
+                    ep.device.counters()
+                )));
+            }
+            std::thread::yield_now();
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The `rdmesh` command line (clap).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bench::{BenchOptions, Mode};
+use crate::error::{Error, Result};
+
+pub mod pcap;
+
+/// rdmesh: userspace RDMA (RoCEv2) driver and transport.
+#[derive(Debug, Parser)]
+#[command(name = "rdmesh", version, about)]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `rdmesh_host=debug`. Also RDMESH_LOG.
+    #[arg(long, global = true)]
+    pub log: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bandwidth and latency tests shaped like perftest (ib_write_bw, ib_send_bw, ib_read_bw, ib_write_lat).
+    Bench(BenchArgs),
+    /// Capture files.
+    Pcap {
+        /// What to do with the capture.
+        #[command(subcommand)]
+        command: PcapCommand,
+    },
+    /// List the devices of this machine (soft devices: one per interface address).
+    Devices,
+}
+
+/// `rdmesh pcap` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PcapCommand {
+    /// Decode every frame: one line per frame, or JSON Lines with --json.
+    Decode {
+        /// pcap file (Ethernet link type).
+        file: PathBuf,
+        /// JSON Lines output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `rdmesh bench` arguments (perftest's flags where they exist).
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Operation to test.
+    #[arg(value_enum)]
+    pub mode: Mode,
+    /// Server to connect to; without it this process is the server.
+    pub server: Option<String>,
+    /// Out-of-band TCP port (perftest's -p).
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    pub port: u16,
+    /// Message size in bytes (suffixes K, M accepted). Default 65536, or 2 with --lat.
+    #[arg(short = 's', long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Messages per size. Default 5000, or 1000 with --lat.
+    #[arg(short = 'n', long)]
+    pub iters: Option<u64>,
+    /// All sizes from 2 bytes to 8 MiB (powers of two).
+    #[arg(short = 'a', long)]
+    pub all: bool,
+    /// Run each size for this many seconds instead of -n messages.
+    #[arg(short = 'D', long)]
+    pub duration: Option<f64>,
+    /// Report bandwidth in Gb/s instead of MB/s.
+    #[arg(long)]
+    pub report_gbits: bool,
+    /// Latency test (ping-pong): t_min, t_max, median, average, stdev, 99% and 99.9% in µs.
+    #[arg(long)]
+    pub lat: bool,
+    /// Check every transferred byte against a pattern; a mismatch is an error exit.
+    #[arg(long)]
+    pub verify: bool,
+    /// Write every packet this process sends and receives to a pcap file.
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Run server and client in this process on 127.0.0.1.
+    #[arg(long)]
+    pub loopback: bool,
+    /// Local UDP port for RoCEv2 (default 4791, or an ephemeral one when 4791 is taken; 0 = ephemeral).
+    #[arg(long)]
+    pub udp_port: Option<u16>,
+    /// Local address to use as the GID (default: the source address of the route to the peer).
+    #[arg(long)]
+    pub bind: Option<std::net::IpAddr>,
+    /// Largest path MTU in bytes (256, 512, 1024, 2048, 4096; perftest's -m).
+    #[arg(short = 'm', long)]
+    pub mtu: Option<u32>,
+    /// Seconds to wait for the peer or for a completion before giving up.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// With --loopback: also measure plain UDP in the same run and print the ratio.
+    #[arg(long)]
+    pub compare_udp: bool,
+}
+
+/// Parses `4096`, `64K`, `1M` (binary multiples).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("'{s}' is not a size (bytes, or a number with K/M/G)"))
+}
+
+impl BenchArgs {
+    /// Turns the flags into options.
+    pub fn options(&self) -> Result<BenchOptions> {
+        if self.loopback && self.server.is_some() {
+            return Err(Error::Config("--loopback runs both ends; do not give a server address".into()));
+        }
+        if self.compare_udp && !self.loopback {
+            return Err(Error::Config("--compare-udp needs --loopback".into()));
+        }
+        if let Some(m) = self.mtu {
+            if ![256, 512, 1024, 2048, 4096].contains(&m) {
+                return Err(Error::Config(format!("-m {m}: the IB path MTU is one of 256, 512, 1024, 2048, 4096")));
+            }
+        }
+        let sizes = if self.all {
+            (1..=23).map(|p| 1u64 << p).collect()
+        } else {
+            vec![self.size.unwrap_or(if self.lat { 2 } else { 65536 })]
+        };
+        let duration = match self.duration {
+            Some(d) if d > 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
+            Some(d) => return Err(Error::Config(format!("-D {d}: the duration must be a positive number of seconds"))),
+            None => None,
+        };
+        Ok(BenchOptions {
+            mode: self.mode,
+            server: self.server.clone(),
+            tcp_port: self.port,
+            sizes,
+            iters: self.iters.unwrap_or(if self.lat { 1000 } else { 5000 }).max(1),
+            duration,
+            report_gbits: self.report_gbits,
+            lat: self.lat,
+            verify: self.verify,
+            pcap: self.pcap.clone(),
+            loopback: self.loopback,
+            udp_port: self.udp_port,
+            local_addr: self.bind,
+            mtu: self.mtu,
+            timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
+            compare_udp: self.compare_udp,
+        })
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Bench(args) => crate::bench::run(&args.options()?),
+        Command::Pcap { command: PcapCommand::Decode { file, json } } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
+        Command::Devices => {
+            for d in crate::verbs::Device::list()? {
+                println!("{:<20} {:<6} netdev {:<12} GID {:<40} MTU {} (active {})", d.name, d.provider, d.netdev, d.addr, d.netdev_mtu, d.active_mtu().bytes());
+            }
+            Ok(())
+        }
+    }
+}

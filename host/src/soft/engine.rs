@@ -1,0 +1,527 @@
+//! The soft provider's device: UDP socket, QP table, progress thread, transmit and receive paths.
+
+use std::collections::HashMap;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::Duration;
+
+use rdmesh_core::rc::{Instant, RcCounters, RcQp, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode, WcStatus, WorkCompletion};
+use rdmesh_core::wire::{IbPacket, Opcode, Psn};
+
+use crate::capture::Capture;
+use crate::error::{Error, Result};
+use crate::soft::headers;
+use crate::verbs::cq::CqInner;
+use crate::verbs::pd::{PdInner, PdMemory};
+use crate::verbs::qp::check_transition;
+use crate::verbs::{AccessFlags, DeviceInfo, QpAttr, QpCap, QpState, SoftConfig};
+
+/// Send queue depth of a soft QP, in work requests.
+pub const SQ_DEPTH: usize = 512;
+/// Receive queue depth of a soft QP, in work requests.
+pub const RQ_DEPTH: usize = 512;
+/// Largest packet the provider builds: 4096-byte payload, BTH + the largest extended headers, pad, ICRC.
+const MAX_PACKET: usize = 4096 + 128;
+/// The longest the progress thread sleeps in `recv` before it looks at timers.
+const POLL_INTERVAL: Duration = Duration::from_micros(500);
+/// How often the progress thread scans QP timers while packets keep arriving.
+const TIMER_SCAN_NS: u64 = 100_000;
+
+type Rc = RcQp<SQ_DEPTH, RQ_DEPTH>;
+
+/// Device-wide packet counters of a soft device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// UDP datagrams sent.
+    pub tx_packets: u64,
+    /// UDP datagrams received.
+    pub rx_packets: u64,
+    /// Received packets dropped because the ICRC did not verify.
+    pub icrc_errors: u64,
+    /// Received packets dropped because the IB headers did not parse.
+    pub malformed: u64,
+    /// Received packets for a QPN that does not exist (or is not connected).
+    pub unknown_qp: u64,
+    /// Received packets whose source address is not the QP's peer.
+    pub wrong_source: u64,
+    /// Received CNPs.
+    pub cnp_received: u64,
+    /// Sends the kernel refused (buffer full, message too long).
+    pub tx_errors: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    tx_packets: AtomicU64,
+    rx_packets: AtomicU64,
+    icrc_errors: AtomicU64,
+    malformed: AtomicU64,
+    unknown_qp: AtomicU64,
+    wrong_source: AtomicU64,
+    cnp_received: AtomicU64,
+    tx_errors: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> DeviceCounters {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DeviceCounters {
+            tx_packets: l(&self.tx_packets),
+            rx_packets: l(&self.rx_packets),
+            icrc_errors: l(&self.icrc_errors),
+            malformed: l(&self.malformed),
+            unknown_qp: l(&self.unknown_qp),
+            wrong_source: l(&self.wrong_source),
+            cnp_received: l(&self.cnp_received),
+            tx_errors: l(&self.tx_errors),
+        }
+    }
+}
+
+fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A soft RoCEv2 device bound to one UDP address.
+#[derive(Debug)]
+pub(crate) struct SoftDevice {
+    pub(crate) info: DeviceInfo,
+    pub(crate) local: SocketAddr,
+    socket: UdpSocket,
+    qps: RwLock<HashMap<u32, Arc<QpShared>>>,
+    capture: Option<Arc<Capture>>,
+    capture_received: bool,
+    pub(crate) counters: Counters,
+    next_qpn: AtomicU32,
+    epoch: std::time::Instant,
+    tos: u8,
+}
+
+/// The provider side of one QP: its RC state machine and where its completions go.
+#[derive(Debug)]
+pub struct QpShared {
+    pub(crate) qpn: u32,
+    pd: Arc<PdInner>,
+    send_cq: Arc<CqInner>,
+    recv_cq: Arc<CqInner>,
+    cap: QpCap,
+    core: Mutex<QpCore>,
+}
+
+#[derive(Debug)]
+struct QpCore {
+    state: QpState,
+    access: AccessFlags,
+    rc: Option<Box<Rc>>,
+    remote: Option<SocketAddr>,
+    /// Receives posted in INIT, handed to the RC state machine at RTR.
+    early_recvs: Vec<RecvWqe>,
+    rtr: Option<RtrConfig>,
+}
+
+impl QpShared {
+    fn lock(&self) -> MutexGuard<'_, QpCore> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn state(&self) -> QpState {
+        self.lock().state
+    }
+
+    pub(crate) fn counters(&self) -> RcCounters {
+        self.lock().rc.as_ref().map(|rc| *rc.counters()).unwrap_or_default()
+    }
+
+    /// Moves every completion the state machine has into the CQs.
+    fn drain_completions(&self, core: &mut QpCore) {
+        let Some(rc) = core.rc.as_mut() else { return };
+        while let Some(wc) = rc.poll_send_completion() {
+            self.send_cq.push(wc);
+        }
+        while let Some(wc) = rc.poll_recv_completion() {
+            self.recv_cq.push(wc);
+        }
+        if core.state != QpState::Err && rc.state() == rdmesh_core::rc::QpState::Error {
+            tracing::warn!(qpn = format_args!("{:#08x}", self.qpn), "QP moved to ERR by the transport; later work requests complete with WR_FLUSH_ERR");
+            core.state = QpState::Err;
+        }
+    }
+}
+
+impl SoftDevice {
+    pub(crate) fn open(info: DeviceInfo, config: SoftConfig) -> Result<Arc<SoftDevice>> {
+        let want = SocketAddr::new(config.addr, config.udp_port);
+        let domain = socket2::Domain::for_address(want);
+        let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
+            .map_err(|e| Error::io(format!("soft device {}: creating a UDP socket", info.name), e))?;
+        // Large buffers: a window of 128 packets of 4 KiB per QP must not overflow them.
+        let _ = sock.set_recv_buffer_size(16 << 20);
+        let _ = sock.set_send_buffer_size(8 << 20);
+        let setopt = |r: std::io::Result<()>, what: &str| {
+            r.map_err(|e| Error::io(format!("soft device {}: setting {what}", info.name), e))
+        };
+        if want.is_ipv4() {
+            setopt(sock.set_ttl(u32::from(headers::TTL)), "IP_TTL")?;
+            setopt(sock.set_tos(u32::from(config.tos)), "IP_TOS")?;
+        } else {
+            setopt(sock.set_unicast_hops_v6(u32::from(headers::TTL)), "IPV6_UNICAST_HOPS")?;
+            let _ = sock.set_only_v6(true);
+        }
+        sock.bind(&want.into()).map_err(|source| Error::Bind { addr: want, source })?;
+        let socket: UdpSocket = sock.into();
+        let local = socket
+            .local_addr()
+            .map_err(|e| Error::io(format!("soft device {}: reading the bound address", info.name), e))?;
+        check_pmtu_discovery();
+        socket
+            .set_read_timeout(Some(POLL_INTERVAL))
+            .map_err(|e| Error::io("setting the socket read timeout", e))?;
+        let rx = socket
+            .try_clone()
+            .map_err(|e| Error::io("cloning the UDP socket for the progress thread", e))?;
+        let dev = Arc::new(SoftDevice {
+            info,
+            local,
+            socket,
+            qps: RwLock::new(HashMap::new()),
+            capture: config.capture,
+            capture_received: config.capture_received,
+            counters: Counters::default(),
+            next_qpn: AtomicU32::new(0x11),
+            epoch: std::time::Instant::now(),
+            tos: config.tos,
+        });
+        let weak = Arc::downgrade(&dev);
+        std::thread::Builder::new()
+            .name(format!("rdmesh-soft {local}"))
+            .spawn(move || progress_loop(weak, rx))
+            .map_err(|e| Error::io("starting the soft provider's progress thread", e))?;
+        tracing::info!(device = %dev.info.name, netdev = %dev.info.netdev, %local, mtu = dev.info.netdev_mtu, "soft RoCEv2 device open");
+        Ok(dev)
+    }
+
+    fn now(&self) -> Instant {
+        Instant(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    pub(crate) fn create_qp(&self, pd: Arc<PdInner>, send_cq: Arc<CqInner>, recv_cq: Arc<CqInner>, cap: QpCap) -> Result<Arc<QpShared>> {
+        if cap.max_send_wr as usize > SQ_DEPTH || cap.max_recv_wr as usize > RQ_DEPTH || cap.max_sge as usize > rdmesh_core::rc::MAX_SGE {
+            return Err(Error::Config(format!(
+                "device {}: QP capacities {cap:?} exceed the soft provider's limits (max_send_wr {SQ_DEPTH}, max_recv_wr {RQ_DEPTH}, max_sge {})",
+                self.info.name,
+                rdmesh_core::rc::MAX_SGE
+            )));
+        }
+        let mut qps = self.qps.write().unwrap_or_else(|p| p.into_inner());
+        let qpn = loop {
+            let q = self.next_qpn.fetch_add(1, Ordering::Relaxed) & Psn::MASK;
+            if q > 1 && !qps.contains_key(&q) {
+                break q;
+            }
+        };
+        let shared = Arc::new(QpShared {
+            qpn,
+            pd,
+            send_cq,
+            recv_cq,
+            cap,
+            core: Mutex::new(QpCore {
+                state: QpState::Reset,
+                access: AccessFlags::NONE,
+                rc: None,
+                remote: None,
+                early_recvs: Vec::new(),
+                rtr: None,
+            }),
+        });
+        qps.insert(qpn, shared.clone());
+        Ok(shared)
+    }
+
+    pub(crate) fn destroy_qp(&self, qpn: u32) {
+        self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&qpn);
+    }
+
+    pub(crate) fn modify_qp(&self, qp: &QpShared, attr: &QpAttr) -> Result<()> {
+        let mut core = qp.lock();
+        let from = core.state;
+        let err = |to: QpState, reason: String| Error::InvalidTransition {
+            qpn: qp.qpn,
+            from,
+            to,
+            reason,
+        };
+        let active = self.info.active_mtu();
+        let to = check_transition(from, attr, active, &self.info.netdev)
+            .map_err(|r| err(attr.qp_state.unwrap_or(from), r))?;
+        if let Some(a) = attr.qp_access_flags {
+            core.access = a;
+        }
+        match to {
+            QpState::Reset => {
+                core.rc = None;
+                core.remote = None;
+                core.early_recvs.clear();
+                core.rtr = None;
+            }
+            QpState::Init => {}
+            QpState::Rtr => {
+                let ah = attr.ah_attr.expect("checked");
+                if ah.dgid.is_ipv4() != self.local.is_ipv4() {
+                    return Err(err(to, format!(
+                        "destination GID {} and local GID {} are different IP versions; pick the device whose address family matches the peer",
+                        ah.dgid,
+                        self.local.ip()
+                    )));
+                }
+                let rtr = RtrConfig {
+                    local_qpn: qp.qpn,
+                    remote_qpn: attr.dest_qp_num.expect("checked"),
+                    path_mtu: attr.path_mtu.expect("checked"),
+                    rq_psn: Psn::new(attr.rq_psn.expect("checked")),
+                    pkey: 0xffff,
+                    min_rnr_timer: attr.min_rnr_timer.expect("checked"),
+                    max_dest_rd_atomic: attr.max_dest_rd_atomic.expect("checked"),
+                };
+                let mut rc = Box::new(Rc::new(rtr));
+                for wqe in core.early_recvs.drain(..) {
+                    let _ = rc.post_recv(wqe);
+                }
+                core.rc = Some(rc);
+                core.rtr = Some(rtr);
+                core.remote = Some(ah.socket_addr());
+                tracing::info!(qpn = format_args!("{:#08x}", qp.qpn), remote = %ah.socket_addr(), dest_qpn = format_args!("{:#08x}", rtr.remote_qpn), mtu = rtr.path_mtu.bytes(), "QP to RTR");
+            }
+            QpState::Rts => {
+                if from == QpState::Rtr {
+                    let rc = core.rc.as_mut().expect("RTR has a state machine");
+                    rc.to_rts(RtsConfig {
+                        sq_psn: Psn::new(attr.sq_psn.expect("checked")),
+                        timeout: attr.timeout.expect("checked"),
+                        retry_cnt: attr.retry_cnt.expect("checked"),
+                        rnr_retry: attr.rnr_retry.expect("checked"),
+                        max_rd_atomic: attr.max_rd_atomic.expect("checked"),
+                    });
+                }
+            }
+            QpState::Err => {
+                if let Some(rc) = core.rc.as_mut() {
+                    rc.to_error();
+                } else {
+                    for wqe in core.early_recvs.drain(..) {
+                        qp.recv_cq.push(flush_completion(qp.qpn, wqe.wr_id));
+                    }
+                }
+            }
+        }
+        core.state = to;
+        qp.drain_completions(&mut core);
+        core.state = to;
+        Ok(())
+    }
+
+    pub(crate) fn post_send(&self, qp: &QpShared, wqes: Vec<SendWqe>) -> Result<()> {
+        let mut core = qp.lock();
+        let state = core.state;
+        let mut result = Ok(());
+        for (index, wqe) in wqes.into_iter().enumerate() {
+            let wr_id = wqe.wr_id;
+            let reason = match (state, core.rc.as_mut()) {
+                (QpState::Rts, Some(rc)) => match rc.post_send(wqe) {
+                    Ok(()) => continue,
+                    Err(e) => format!("{e:?} (send queue depth {})", qp.cap.max_send_wr),
+                },
+                (QpState::Err, Some(rc)) => {
+                    // Posting to a QP in ERR completes the WR with a flush error, as on hardware.
+                    let _ = rc;
+                    qp.send_cq.push(flush_completion(qp.qpn, wr_id));
+                    continue;
+                }
+                (s, _) => format!("QP is in {s:?}; post_send needs RTS (complete the RESET->INIT->RTR->RTS transitions)"),
+            };
+            result = Err(Error::Post {
+                qpn: qp.qpn,
+                index,
+                wr_id,
+                reason,
+            });
+            break;
+        }
+        self.flush(qp, &mut core);
+        result
+    }
+
+    pub(crate) fn post_recv(&self, qp: &QpShared, wqes: Vec<RecvWqe>) -> Result<()> {
+        let mut core = qp.lock();
+        let mut result = Ok(());
+        for (index, wqe) in wqes.into_iter().enumerate() {
+            let wr_id = wqe.wr_id;
+            let reason = match core.state {
+                QpState::Reset => "QP is in RESET; post_recv needs INIT or later".to_string(),
+                QpState::Init => {
+                    if core.early_recvs.len() < qp.cap.max_recv_wr as usize {
+                        core.early_recvs.push(wqe);
+                        continue;
+                    }
+                    format!("receive queue full ({} entries)", qp.cap.max_recv_wr)
+                }
+                _ => match core.rc.as_mut().map(|rc| rc.post_recv(wqe)) {
+                    Some(Ok(())) => continue,
+                    Some(Err(e)) => format!("{e:?} (receive queue depth {})", qp.cap.max_recv_wr),
+                    None => "QP has no transport state".into(),
+                },
+            };
+            result = Err(Error::Post {
+                qpn: qp.qpn,
+                index,
+                wr_id,
+                reason,
+            });
+            break;
+        }
+        self.flush(qp, &mut core);
+        result
+    }
+
+    /// Sends every packet the QP's state machine has ready, then moves completions to the CQs.
+    fn flush(&self, qp: &QpShared, core: &mut QpCore) {
+        let (Some(rc), Some(remote)) = (core.rc.as_mut(), core.remote) else {
+            return;
+        };
+        let mut buf = [0u8; MAX_PACKET];
+        let mut mem = PdMemory(&qp.pd);
+        loop {
+            let now = self.now();
+            let Some(n) = rc.poll_transmit(now, &mut mem, &mut buf[..MAX_PACKET - 4]) else {
+                break;
+            };
+            if let Err(e) = headers::context(self.local, remote).seal(&mut buf[..n + 4]) {
+                tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+                continue;
+            }
+            let pkt = &buf[..n + 4];
+            match self.socket.send_to(pkt, remote) {
+                Ok(_) => bump(&self.counters.tx_packets),
+                Err(e) => {
+                    bump(&self.counters.tx_errors);
+                    if e.raw_os_error() == Some(nix::libc::EMSGSIZE) {
+                        tracing::error!(device = %self.info.name, %remote, bytes = pkt.len(), "packet larger than the path MTU allows (EMSGSIZE): lower the QP path_mtu or raise the interface MTU on both ends");
+                    } else {
+                        tracing::debug!(%remote, error = %e, "send failed; the retransmit timer recovers");
+                    }
+                }
+            }
+            if let Some(cap) = &self.capture {
+                cap.record(self.local, remote, self.tos, pkt);
+            }
+        }
+        qp.drain_completions(core);
+    }
+
+    fn receive(&self, pkt: &[u8], src: SocketAddr) {
+        bump(&self.counters.rx_packets);
+        if !headers::context(src, self.local).verify(pkt) {
+            bump(&self.counters.icrc_errors);
+            tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
+            return;
+        }
+        if self.capture_received {
+            if let Some(cap) = &self.capture {
+                cap.record(src, self.local, self.tos, pkt);
+            }
+        }
+        let parsed = match IbPacket::parse(pkt) {
+            Ok(p) => p,
+            Err(e) => {
+                bump(&self.counters.malformed);
+                tracing::debug!(%src, error = %e, "malformed RoCE packet dropped");
+                return;
+            }
+        };
+        let hdr = parsed.transport;
+        if hdr.bth.opcode == Opcode::Cnp {
+            bump(&self.counters.cnp_received);
+            return;
+        }
+        let qp = self
+            .qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hdr.bth.dest_qp)
+            .cloned();
+        let Some(qp) = qp else {
+            bump(&self.counters.unknown_qp);
+            return;
+        };
+        let mut core = qp.lock();
+        if core.remote != Some(src) {
+            bump(&self.counters.wrong_source);
+            return;
+        }
+        let now = self.now();
+        if let Some(rc) = core.rc.as_mut() {
+            rc.handle_packet(now, &hdr, parsed.payload, &mut PdMemory(&qp.pd));
+        }
+        self.flush(&qp, &mut core);
+    }
+
+    fn run_timers(&self) {
+        let qps: Vec<Arc<QpShared>> = self.qps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for qp in qps {
+            let mut core = qp.lock();
+            let now = self.now();
+            let due = core.rc.as_ref().and_then(|rc| rc.next_deadline()).is_some_and(|d| d.0 <= now.0);
+            if due {
+                if let Some(rc) = core.rc.as_mut() {
+                    rc.handle_timeout(now);
+                }
+                self.flush(&qp, &mut core);
+            }
+        }
+    }
+}
+
+fn flush_completion(qpn: u32, wr_id: u64) -> WorkCompletion {
+    WorkCompletion {
+        wr_id,
+        status: WcStatus::WrFlushErr,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm_data: None,
+        qp_num: qpn,
+    }
+}
+
+/// Warns when the kernel would not set DF on UDP (then the IP ID is not 0 and peers that check
+/// the ICRC over the real IP header would drop our packets).
+fn check_pmtu_discovery() {
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_no_pmtu_disc") {
+        if v.trim() != "0" {
+            tracing::warn!("net.ipv4.ip_no_pmtu_disc = {}: the kernel will not set DF, so IPv4 ID is not 0 and peers will compute a different ICRC; set it to 0", v.trim());
+        }
+    }
+}
+
+fn progress_loop(dev: Weak<SoftDevice>, socket: UdpSocket) {
+    let mut buf = vec![0u8; 65536];
+    let mut last_scan = 0u64;
+    loop {
+        let r = socket.recv_from(&mut buf);
+        let Some(dev) = dev.upgrade() else { return };
+        match r {
+            Ok((n, src)) => dev.receive(&buf[..n], src),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e) => {
+                tracing::warn!(device = %dev.info.name, error = %e, "UDP receive failed");
+                std::thread::sleep(POLL_INTERVAL);
+            }
+        }
+        let now = dev.now().0;
+        if now.saturating_sub(last_scan) >= TIMER_SCAN_NS {
+            last_scan = now;
+            dev.run_timers();
+        }
+    }
+}

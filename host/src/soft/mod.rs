@@ -1,0 +1,24 @@
+//! The `soft` provider: RoCEv2 RC in software over UDP, wire-compatible with real RoCE.
+//!
+//! One UDP socket per device, bound to a concrete interface address (port 4791, or an ephemeral
+//! port). A progress thread receives packets, verifies each ICRC, and hands them to the QP's
+//! RC state machine from `rdmesh_core::rc`; packets the state machine produces are sent from
+//! whichever thread made progress (the poster for new requests, the progress thread for ACKs,
+//! READ responses and retransmissions).
+//!
+//! # Header values on the wire
+//! The ICRC covers the IP and UDP headers, but a UDP socket neither chooses nor sees all of
+//! them. The provider sends from an unconnected socket, so Linux sets DF (the default path-MTU
+//! discovery mode for UDP) and, for an unconnected socket with DF, uses IP ID 0
+//! (`ip_select_ident_segs`). TTL is set to 64 and TOS explicitly. TTL, TOS and both checksums
+//! are masked out of the ICRC. So the sender knows every covered value: version/IHL 0x45,
+//! total length, ID 0, flags DF with fragment offset 0, protocol 17, the addresses, ports and
+//! UDP length. The receiver verifies under the same rule. Peers that send a non-zero IP ID
+//! (rxe picks one per packet) need a receive path that sees IP headers (a raw socket).
+
+mod engine;
+mod headers;
+
+pub use engine::{DeviceCounters, QpShared};
+pub(crate) use engine::SoftDevice;
+pub use headers::TTL;

@@ -1,0 +1,198 @@
+//! Devices: listing and opening RDMA devices (libibverbs `ibv_get_device_list`,
+//! `ibv_open_device`).
+//!
+//! With the `soft` provider, every network interface address is a device: the soft RoCEv2
+//! provider binds a UDP socket to that address (destination port 4791, like rxe binds to a
+//! netdev). Port 0 asks for an ephemeral UDP port so several endpoints can share one address;
+//! such endpoints can only talk to peers that learn the port out of band (rdmesh peers do).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rdmesh_core::rc::Mtu;
+
+use crate::capture::Capture;
+use crate::error::{Error, Result};
+use crate::soft::SoftDevice;
+use crate::verbs::cq::{CompletionQueue, CqInner};
+use crate::verbs::pd::{PdInner, ProtectionDomain};
+
+/// The RoCEv2 UDP destination port (IANA; rxe_net.c `ROCE_V2_UDP_DPORT`).
+pub const ROCE_V2_UDP_PORT: u16 = 4791;
+
+/// What `Device::list` reports for one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device name (`soft_<netdev>` for the soft provider).
+    pub name: String,
+    /// Provider name (`soft`).
+    pub provider: &'static str,
+    /// The network interface the device sends on.
+    pub netdev: String,
+    /// The interface address the device binds to (the RoCEv2 GID is this address).
+    pub addr: IpAddr,
+    /// The interface MTU in bytes.
+    pub netdev_mtu: u32,
+}
+
+impl DeviceInfo {
+    /// The largest IB path MTU that fits the interface: ≤ netdev MTU − 80 bytes of
+    /// Ethernet/IP/UDP/BTH/ext headers and ICRC (rxe_param.h `RXE_MAX_HDR_LENGTH`).
+    pub fn active_mtu(&self) -> Mtu {
+        active_mtu_for(self.netdev_mtu)
+    }
+}
+
+/// The largest IB path MTU that fits an interface MTU (see [`DeviceInfo::active_mtu`]).
+pub fn active_mtu_for(netdev_mtu: u32) -> Mtu {
+    let room = netdev_mtu.saturating_sub(80);
+    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
+        .into_iter()
+        .find(|m| m.bytes() <= room)
+        .unwrap_or(Mtu::Mtu256)
+}
+
+/// How to open a soft device.
+#[derive(Debug, Clone)]
+pub struct SoftConfig {
+    /// Local address to bind (must be a concrete interface address, not unspecified: the ICRC
+    /// covers the source address, so it must be known).
+    pub addr: IpAddr,
+    /// Local UDP port: 4791 by default, 0 for an ephemeral port.
+    pub udp_port: u16,
+    /// Write every packet sent and received to this capture.
+    pub capture: Option<Arc<Capture>>,
+    /// Record received packets in the capture too (off when both ends share one capture).
+    pub capture_received: bool,
+    /// IP TOS byte (DSCP << 2 | ECN) put on every packet.
+    pub tos: u8,
+}
+
+impl SoftConfig {
+    /// Defaults for `addr`: port 4791, no capture, TOS 0.
+    pub fn new(addr: IpAddr) -> SoftConfig {
+        SoftConfig {
+            addr,
+            udp_port: ROCE_V2_UDP_PORT,
+            capture: None,
+            capture_received: true,
+            tos: 0,
+        }
+    }
+}
+
+pub(crate) type DeviceInner = SoftDevice;
+
+/// An open RDMA device context. Cloning yields another handle; the provider stops when the
+/// last handle (and every object made from it) is gone.
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+impl Device {
+    /// Lists the devices of this machine: one soft device per interface address that is up.
+    ///
+    /// `sysfs_root` is normally `/sys` (used for interface MTUs).
+    /// Errors: [`Error::Io`] when the interface list cannot be read.
+    pub fn list() -> Result<Vec<DeviceInfo>> {
+        list_soft_devices(&PathBuf::from("/sys"))
+    }
+
+    /// Opens a soft device on `config.addr`.
+    ///
+    /// Errors: [`Error::Bind`] when the UDP port is taken or the address is not local;
+    /// [`Error::Config`] for an unspecified address.
+    pub fn open_soft(config: SoftConfig) -> Result<Device> {
+        if config.addr.is_unspecified() {
+            return Err(Error::Config(format!(
+                "soft device: {} is not an interface address; the ICRC covers the source address, so bind a concrete one",
+                config.addr
+            )));
+        }
+        let info = find_device_for(config.addr).unwrap_or_else(|| DeviceInfo {
+            name: format!("soft_{}", config.addr),
+            provider: "soft",
+            netdev: "?".into(),
+            addr: config.addr,
+            netdev_mtu: 1500,
+        });
+        Ok(Device {
+            inner: SoftDevice::open(info, config)?,
+        })
+    }
+
+    /// The device name.
+    pub fn name(&self) -> &str {
+        &self.inner.info.name
+    }
+
+    /// Device information.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// The UDP address the device is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    /// Allocates a protection domain (ibv_alloc_pd).
+    pub fn alloc_pd(&self) -> ProtectionDomain {
+        ProtectionDomain {
+            inner: Arc::new(PdInner::default()),
+            device: self.inner.clone(),
+        }
+    }
+
+    /// Creates a completion queue holding up to `capacity` entries (ibv_create_cq).
+    pub fn create_cq(&self, capacity: usize) -> CompletionQueue {
+        CompletionQueue {
+            inner: Arc::new(CqInner::new(capacity.max(1))),
+        }
+    }
+
+    /// Device-wide packet counters.
+    pub fn counters(&self) -> crate::soft::DeviceCounters {
+        self.inner.counters.snapshot()
+    }
+}
+
+fn find_device_for(addr: IpAddr) -> Option<DeviceInfo> {
+    list_soft_devices(&PathBuf::from("/sys"))
+        .ok()?
+        .into_iter()
+        .find(|d| d.addr == addr)
+}
+
+fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {
+    let addrs = nix::ifaddrs::getifaddrs()
+        .map_err(|e| Error::io("listing interface addresses (getifaddrs)", e.into()))?;
+    let mut out = Vec::new();
+    for ifa in addrs {
+        let Some(sa) = ifa.address else { continue };
+        let ip: IpAddr = if let Some(v4) = sa.as_sockaddr_in() {
+            IpAddr::V4(v4.ip())
+        } else if let Some(v6) = sa.as_sockaddr_in6() {
+            if v6.scope_id() != 0 {
+                continue; // link-local addresses need a scope: not a RoCEv2 GID we route to
+            }
+            IpAddr::V6(v6.ip())
+        } else {
+            continue;
+        };
+        let mtu = std::fs::read_to_string(sysfs.join("class/net").join(&ifa.interface_name).join("mtu"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(1500);
+        out.push(DeviceInfo {
+            name: format!("soft_{}", ifa.interface_name),
+            provider: "soft",
+            netdev: ifa.interface_name.clone(),
+            addr: ip,
+            netdev_mtu: mtu,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,167 @@
+//! Memory regions: registered buffers with lkey/rkey and access flags (IBTA vol. 1 §10.6,
+//! libibverbs `ibv_reg_mr`).
+//!
+//! The soft provider owns the registered memory (a heap buffer) so that remote writes never alias
+//! a Rust reference held by the application: the application reads and writes it through
+//! [`MemoryRegion::read`], [`MemoryRegion::write`] and [`MemoryRegion::with`]. The region's
+//! virtual address is the buffer's real address, as with ibverbs.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+
+/// Access rights of a memory region (libibverbs `IBV_ACCESS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AccessFlags(u32);
+
+impl AccessFlags {
+    /// Local read only (always allowed).
+    pub const NONE: AccessFlags = AccessFlags(0);
+    /// `IBV_ACCESS_LOCAL_WRITE`: receives and READ responses may write the region.
+    pub const LOCAL_WRITE: AccessFlags = AccessFlags(1);
+    /// `IBV_ACCESS_REMOTE_WRITE`: peers may RDMA WRITE into it (requires LOCAL_WRITE).
+    pub const REMOTE_WRITE: AccessFlags = AccessFlags(2);
+    /// `IBV_ACCESS_REMOTE_READ`: peers may RDMA READ it.
+    pub const REMOTE_READ: AccessFlags = AccessFlags(4);
+    /// `IBV_ACCESS_REMOTE_ATOMIC`: peers may run atomics on it (requires LOCAL_WRITE).
+    pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(8);
+    /// All of the above.
+    pub const ALL: AccessFlags = AccessFlags(15);
+
+    /// `true` when every flag of `other` is set.
+    pub fn contains(self, other: AccessFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The raw bits (ibverbs values).
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for AccessFlags {
+    type Output = AccessFlags;
+    fn bitor(self, rhs: AccessFlags) -> AccessFlags {
+        AccessFlags(self.0 | rhs.0)
+    }
+}
+
+/// The shared state of a registered region.
+#[derive(Debug)]
+pub(crate) struct MrInner {
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) access: AccessFlags,
+    pub(crate) buf: Mutex<Box<[u8]>>,
+}
+
+impl MrInner {
+    /// Locks the buffer; a poisoned lock (a panic elsewhere) still yields the bytes.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
+        self.buf.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// A registered memory region. Cloning yields another handle to the same region.
+#[derive(Debug, Clone)]
+pub struct MemoryRegion {
+    pub(crate) inner: Arc<MrInner>,
+    pub(crate) pd: Arc<crate::verbs::pd::PdInner>,
+}
+
+impl MemoryRegion {
+    /// Local key: names this region in local scatter/gather entries.
+    pub fn lkey(&self) -> u32 {
+        self.inner.lkey
+    }
+
+    /// Remote key: names this region in a peer's RDMA WRITE/READ (RETH R_Key).
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey
+    }
+
+    /// The virtual address of the first byte (what a peer puts in RETH VA).
+    pub fn addr(&self) -> u64 {
+        self.inner.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// `true` for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Access flags given at registration.
+    pub fn access(&self) -> AccessFlags {
+        self.inner.access
+    }
+
+    /// Copies `data` into the region at byte `offset`.
+    ///
+    /// Errors: [`Error::Memory`] when `offset + data.len()` exceeds the region.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        let mut b = self.inner.lock();
+        let end = offset
+            .checked_add(data.len())
+            .filter(|&e| e <= b.len())
+            .ok_or_else(|| self.range_err(offset, data.len(), b.len()))?;
+        b[offset..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Copies bytes from the region at byte `offset` into `out`.
+    ///
+    /// Errors: [`Error::Memory`] when `offset + out.len()` exceeds the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let b = self.inner.lock();
+        let end = offset
+            .checked_add(out.len())
+            .filter(|&e| e <= b.len())
+            .ok_or_else(|| self.range_err(offset, out.len(), b.len()))?;
+        out.copy_from_slice(&b[offset..end]);
+        Ok(())
+    }
+
+    /// Runs `f` on the whole region's bytes while holding its lock (the provider cannot place
+    /// data meanwhile).
+    pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        f(&mut self.inner.lock())
+    }
+
+    fn range_err(&self, offset: usize, len: usize, size: usize) -> Error {
+        Error::Memory(format!(
+            "lkey {:#x}: range offset {offset} + {len} bytes exceeds the region's {size} bytes",
+            self.inner.lkey
+        ))
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // The last application handle deregisters the region (ibv_dereg_mr).
+        if Arc::strong_count(&self.inner) == 2 {
+            self.pd.deregister(self.inner.lkey);
+        }
+    }
+}
+
+/// Validates registration flags as ibv_reg_mr does.
+pub(crate) fn check_access(access: AccessFlags, len: usize) -> Result<()> {
+    if (access.contains(AccessFlags::REMOTE_WRITE) || access.contains(AccessFlags::REMOTE_ATOMIC))
+        && !access.contains(AccessFlags::LOCAL_WRITE)
+    {
+        return Err(Error::Memory(format!(
+            "registering {len} bytes: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE (as ibv_reg_mr)"
+        )));
+    }
+    Ok(())
+}

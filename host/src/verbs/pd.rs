@@ -1,0 +1,123 @@
+//! Protection domains: the scope of memory regions and QPs (IBTA vol. 1 §10.2.3,
+//! libibverbs `ibv_alloc_pd`). A QP may only touch regions of its own PD.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+
+use rdmesh_core::rc::{AccessKind, MemError, MemoryAccess};
+
+use crate::error::Result;
+use crate::verbs::device::DeviceInner;
+use crate::verbs::mr::{check_access, AccessFlags, MemoryRegion, MrInner};
+
+/// Key allocator shared by all PDs of the process: keys stay unique, so a stale rkey from a
+/// deregistered region never resolves to a new one within 2^24 registrations.
+static NEXT_KEY_INDEX: AtomicU32 = AtomicU32::new(1);
+
+#[derive(Debug, Default)]
+pub(crate) struct PdInner {
+    mrs: RwLock<HashMap<u32, Arc<MrInner>>>,
+}
+
+impl PdInner {
+    pub(crate) fn lookup(&self, key: u32) -> Option<Arc<MrInner>> {
+        self.mrs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned()
+    }
+
+    pub(crate) fn deregister(&self, key: u32) {
+        self.mrs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+    }
+}
+
+/// A protection domain.
+#[derive(Debug, Clone)]
+pub struct ProtectionDomain {
+    pub(crate) inner: Arc<PdInner>,
+    pub(crate) device: Arc<DeviceInner>,
+}
+
+impl ProtectionDomain {
+    /// Registers a zero-filled region of `len` bytes with the given access flags.
+    ///
+    /// lkey and rkey are equal (as on mlx5); keys are 24-bit index + 8-bit key byte.
+    /// Errors: [`crate::Error::Memory`] when REMOTE_WRITE/REMOTE_ATOMIC lack LOCAL_WRITE.
+    pub fn register(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        self.register_buffer(vec![0u8; len].into_boxed_slice(), access)
+    }
+
+    /// Registers an existing buffer (moved into the region).
+    pub fn register_buffer(&self, buf: Box<[u8]>, access: AccessFlags) -> Result<MemoryRegion> {
+        check_access(access, buf.len())?;
+        let index = NEXT_KEY_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        let key = (index << 8) | (index.wrapping_mul(0x9e) & 0xff);
+        let addr = buf.as_ptr() as u64;
+        let inner = Arc::new(MrInner {
+            lkey: key,
+            rkey: key,
+            addr,
+            access,
+            buf: std::sync::Mutex::new(buf),
+        });
+        self.inner
+            .mrs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, inner.clone());
+        tracing::debug!(key = format_args!("{key:#x}"), addr = format_args!("{addr:#x}"), len = inner.len(), "registered MR");
+        Ok(MemoryRegion {
+            inner,
+            pd: self.inner.clone(),
+        })
+    }
+}
+
+/// The soft provider's view of a PD's registered memory, handed to core's RC state machines.
+pub(crate) struct PdMemory<'a>(pub(crate) &'a PdInner);
+
+impl PdMemory<'_> {
+    fn resolve(&self, key: u32, va: u64, len: u64, kind: AccessKind) -> core::result::Result<(Arc<MrInner>, usize), MemError> {
+        let mr = self.0.lookup(key).ok_or(MemError::InvalidKey)?;
+        let needed = match kind {
+            AccessKind::LocalRead => AccessFlags::NONE,
+            AccessKind::LocalWrite => AccessFlags::LOCAL_WRITE,
+            AccessKind::RemoteRead => AccessFlags::REMOTE_READ,
+            AccessKind::RemoteWrite => AccessFlags::REMOTE_WRITE,
+            AccessKind::RemoteAtomic => AccessFlags::REMOTE_ATOMIC,
+        };
+        if !mr.access.contains(needed) {
+            return Err(MemError::AccessDenied);
+        }
+        let size = mr.len() as u64;
+        let off = va.checked_sub(mr.addr).ok_or(MemError::OutOfBounds)?;
+        match off.checked_add(len) {
+            Some(end) if end <= size => Ok((mr, off as usize)),
+            _ => Err(MemError::OutOfBounds),
+        }
+    }
+}
+
+impl MemoryAccess for PdMemory<'_> {
+    fn read(&mut self, key: u32, va: u64, out: &mut [u8], kind: AccessKind) -> core::result::Result<(), MemError> {
+        let (mr, off) = self.resolve(key, va, out.len() as u64, kind)?;
+        out.copy_from_slice(&mr.lock()[off..off + out.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, key: u32, va: u64, data: &[u8], kind: AccessKind) -> core::result::Result<(), MemError> {
+        let (mr, off) = self.resolve(key, va, data.len() as u64, kind)?;
+        mr.lock()[off..off + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn check(&mut self, key: u32, va: u64, len: u64, kind: AccessKind) -> core::result::Result<(), MemError> {
+        self.resolve(key, va, len, kind).map(|_| ())
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what rdmesh's tests need on a fresh Debian machine (idempotent; apt needs root).
+set -euo pipefail
+need_apt=()
+command -v tshark >/dev/null || need_apt+=(tshark)
+command -v ip >/dev/null || need_apt+=(iproute2)
+[ -f /usr/include/infiniband/mlx5dv.h ] || need_apt+=(libibverbs-dev)
+ls -d /usr/src/linux-headers-*/include/linux/mlx5 >/dev/null 2>&1 || need_apt+=(linux-headers-amd64)
+command -v cc >/dev/null || need_apt+=(gcc)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+python3 -c 'import scapy.contrib.roce' 2>/dev/null || python3 -m pip install -q scapy
+rustup target list --installed 2>/dev/null | grep -q x86_64-unknown-none || rustup target add x86_64-unknown-none
+command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz --locked
