@@ -18,5 +18,6 @@
 #[macro_use]
 mod macros;
 
+pub mod mlx5;
 pub mod rc;
 pub mod wire;

@@ -75,23 +75,42 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
-/// Waits for `child` up to `limit`, then kills it and panics.
+/// Waits for `child` up to `limit` while draining its stdout and stderr (so a chatty child
+/// never blocks on a full pipe), then kills it and panics on timeout.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    use std::io::Read;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let start = Instant::now();
-    loop {
-        if let Some(_) = child.try_wait().expect("waiting") {
-            return child.wait_with_output().expect("collecting output");
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waiting") {
+            break Some(st);
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("collecting output");
-            panic!(
-                "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            break None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(status) => Output { status, stdout, stderr },
+        None => panic!(
+            "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
     }
 }
 

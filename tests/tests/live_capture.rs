@@ -17,7 +17,7 @@ fn live_capture_icrc_verifies_independently() {
     let pcap = dir.join("live.pcap");
     let (server_ip, client_ip) = ("127.0.0.21", "127.0.0.22");
     let mut tshark = Command::new("tshark")
-        .args(["-i", "lo", "-f", &format!("udp port 4791 and host {server_ip}"), "-a", "duration:120", "-w"])
+        .args(["-i", "lo", "-f", &format!("udp port 4791 and host {server_ip}"), "-a", "duration:120", "-F", "pcap", "-w"])
         .arg(&pcap)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

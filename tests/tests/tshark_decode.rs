@@ -8,6 +8,23 @@ use std::time::Duration;
 
 use rdmesh_tests::{assert_ok, have, need, rdmesh_bin, run_bounded, scratch};
 
+/// RoCEv2 on 4791, and no payload heuristics or low-port services claiming our frames
+/// (tshark 4.0 takes one protocol per `--disable-protocol`).
+const TSHARK_DECODE: &[&str] = &[
+    "-d",
+    "udp.port==4791,infiniband",
+    "--disable-protocol",
+    "tftp",
+    "--disable-protocol",
+    "rpcordma",
+    "--disable-protocol",
+    "iser",
+    "--disable-protocol",
+    "nvme-rdma",
+    "--disable-protocol",
+    "smb_direct",
+];
+
 const FIELDS: &[&str] = &[
     "frame.number",
     "infiniband.bth.opcode",
@@ -22,7 +39,7 @@ const FIELDS: &[&str] = &[
 
 fn tshark_fields(pcap: &std::path::Path) -> Vec<BTreeMap<String, Option<u64>>> {
     let mut cmd = Command::new("tshark");
-    cmd.args(["-r"]).arg(pcap).args(["-d", "udp.port==4791,infiniband", "--disable-protocol", "rpcordma,iser,nvme-rdma,smb_direct,tftp", "-T", "fields", "-E", "separator=;", "-E", "occurrence=f"]);
+    cmd.args(["-r"]).arg(pcap).args(TSHARK_DECODE).args(["-T", "fields", "-E", "separator=;", "-E", "occurrence=f"]);
     for f in FIELDS {
         cmd.args(["-e", f]);
     }
@@ -109,7 +126,7 @@ fn tshark_agrees_with_rdmesh_decode() {
         assert_ok(&run_bounded(bench, Duration::from_secs(120)), &format!("rdmesh bench {mode} --loopback --pcap"));
 
         let mut malformed = Command::new("tshark");
-        malformed.args(["-r"]).arg(&pcap).args(["-d", "udp.port==4791,infiniband", "--disable-protocol", "rpcordma,iser,nvme-rdma,smb_direct,tftp", "-Y", "_ws.malformed || _ws.expert.severity >= error"]);
+        malformed.args(["-r"]).arg(&pcap).args(TSHARK_DECODE).args(["-Y", "_ws.malformed || _ws.expert.severity >= error"]);
         let bad = assert_ok(&run_bounded(malformed, Duration::from_secs(60)), "tshark malformed check");
         assert!(bad.trim().is_empty(), "tshark finds malformed frames in {mode}:\n{bad}");
 

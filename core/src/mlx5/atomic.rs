@@ -99,6 +99,9 @@ mod test {
         r.emit(&mut AtomicSeg::new_unchecked(&mut b[..]));
         assert_eq!(b[..8], [1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(b[8..], [0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18]);
-        assert_eq!(AtomicRepr::parse(&AtomicSeg::new_unchecked(&b[..])).unwrap(), r);
+        assert_eq!(
+            AtomicRepr::parse(&AtomicSeg::new_unchecked(&b[..])).unwrap(),
+            r
+        );
     }
 }

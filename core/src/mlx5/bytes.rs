@@ -16,7 +16,10 @@ pub struct SplitBytes<'a> {
 impl<'a> SplitBytes<'a> {
     /// One contiguous piece.
     pub const fn new(bytes: &'a [u8]) -> SplitBytes<'a> {
-        SplitBytes { head: bytes, tail: &[] }
+        SplitBytes {
+            head: bytes,
+            tail: &[],
+        }
     }
 
     /// `len` bytes of `ring` starting at `start`, continuing at offset 0 past the end.
@@ -90,6 +93,9 @@ mod test {
         assert_eq!(out, [6, 7, 0]);
         assert!(SplitBytes::from_ring(&ring, 9, 1).is_none());
         assert!(SplitBytes::from_ring(&ring, 0, 9).is_none());
-        assert_eq!(SplitBytes::from_ring(&ring, 8, 2).unwrap(), SplitBytes::new(&[0, 1]));
+        assert_eq!(
+            SplitBytes::from_ring(&ring, 8, 2).unwrap(),
+            SplitBytes::new(&[0, 1])
+        );
     }
 }

@@ -363,9 +363,18 @@ mod test {
     fn test_bad_ds() {
         let mut b = CTRL;
         b[7] = 0;
-        assert_eq!(CtrlRepr::parse(&CtrlSeg::new_unchecked(&b[..])), Err(Error::BadField));
+        assert_eq!(
+            CtrlRepr::parse(&CtrlSeg::new_unchecked(&b[..])),
+            Err(Error::BadField)
+        );
         b[7] = 0x43;
-        assert_eq!(CtrlRepr::parse(&CtrlSeg::new_unchecked(&b[..])), Err(Error::BadField));
-        assert_eq!(CtrlSeg::new_checked(&CTRL[..15]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            CtrlRepr::parse(&CtrlSeg::new_unchecked(&b[..])),
+            Err(Error::BadField)
+        );
+        assert_eq!(
+            CtrlSeg::new_checked(&CTRL[..15]).unwrap_err(),
+            Error::Truncated
+        );
     }
 }

@@ -131,7 +131,10 @@ mod test {
             lkey: 0x1234,
             addr: 0x7f00_0000_1000,
         };
-        assert_eq!(DataRepr::parse(&DataSeg::new_unchecked(&SEG[..])).unwrap(), r);
+        assert_eq!(
+            DataRepr::parse(&DataSeg::new_unchecked(&SEG[..])).unwrap(),
+            r
+        );
         let mut b = [0u8; 16];
         r.emit(&mut DataSeg::new_unchecked(&mut b[..]));
         assert_eq!(b, SEG);

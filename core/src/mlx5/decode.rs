@@ -11,13 +11,13 @@
 
 use heapless::Vec;
 
+use super::atomic::{AtomicRepr, AtomicSeg};
 use super::bytes::SplitBytes;
 use super::ctrl::{CtrlRepr, CtrlSeg};
 use super::data::{DataRepr, DataSeg};
 use super::datagram::{self, DatagramRepr, DatagramSeg};
 use super::eth::{self, EthRepr, EthSeg};
 use super::inline::{self, InlineSeg};
-use super::atomic::{AtomicRepr, AtomicSeg};
 use super::raddr::{RaddrRepr, RaddrSeg};
 use super::wqe::{QpType, Segment};
 use super::{ring, Error, Result, DS_LEN, INLINE_SEG, MAX_SEGMENTS};
@@ -50,7 +50,8 @@ impl WqeRepr<'_> {
             return Err(Error::DsMismatch);
         }
         let out = buf.get_mut(..n).ok_or(Error::Truncated)?;
-        self.ctrl.emit(&mut CtrlSeg::new_unchecked(&mut out[..DS_LEN]));
+        self.ctrl
+            .emit(&mut CtrlSeg::new_unchecked(&mut out[..DS_LEN]));
         let mut off = DS_LEN;
         for s in &self.segments {
             off = s.write(out, off);
@@ -70,7 +71,7 @@ impl WqeRepr<'_> {
 /// - [`Error::BadField`]: `offset` is not 16-aligned, DS is 0 / has reserved bits, or an
 ///   inline Ethernet header is longer than a WQE can be.
 /// - [`Error::DsMismatch`]: a segment runs past the DS the control segment declares.
-pub fn decode_wqe(ring: &[u8], offset: usize, qp_type: QpType) -> Result<WqeRepr<'_>> {
+pub fn decode_wqe<'a>(ring: &'a [u8], offset: usize, qp_type: QpType) -> Result<WqeRepr<'a>> {
     let len = ring.len();
     if len == 0 || len % DS_LEN != 0 {
         return Err(Error::BadRing);
@@ -87,10 +88,7 @@ pub fn decode_wqe(ring: &[u8], offset: usize, qp_type: QpType) -> Result<WqeRepr
     }
     let mut remaining = ctrl.ds as usize - 1;
     let mut off = ring::advance(len, offset, DS_LEN);
-    let mut segments: Vec<Segment<'_>, MAX_SEGMENTS> = Vec::new();
-    let mut push = |segments: &mut Vec<Segment<'_>, MAX_SEGMENTS>, s| {
-        segments.push(s).map_err(|_| Error::DsMismatch)
-    };
+    let mut segments: Vec<Segment<'a>, MAX_SEGMENTS> = Vec::new();
 
     match qp_type {
         QpType::Ud => {
@@ -120,7 +118,10 @@ pub fn decode_wqe(ring: &[u8], offset: usize, qp_type: QpType) -> Result<WqeRepr
             }
             let start = ring::advance(len, off, eth::INLINE_HDR_OFFSET);
             let hdr = SplitBytes::from_ring(ring, start, h).ok_or(Error::DsMismatch)?;
-            push(&mut segments, Segment::Eth(EthRepr::from_fixed(&fixed, hdr)))?;
+            push(
+                &mut segments,
+                Segment::Eth(EthRepr::from_fixed(&fixed, hdr)),
+            )?;
             remaining -= n;
             off = ring::advance(len, off, n * DS_LEN);
         }
@@ -182,6 +183,10 @@ pub fn decode_wqe(ring: &[u8], offset: usize, qp_type: QpType) -> Result<WqeRepr
         }
     }
     Ok(WqeRepr { ctrl, segments })
+}
+
+fn push<'a>(segments: &mut Vec<Segment<'a>, MAX_SEGMENTS>, s: Segment<'a>) -> Result<()> {
+    segments.push(s).map_err(|_| Error::DsMismatch)
 }
 
 #[cfg(test)]

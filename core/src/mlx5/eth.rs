@@ -299,7 +299,10 @@ mod test {
         assert_eq!(b[32], 0xff);
         let p = EthRepr::parse(&EthSeg::new_checked(&b[..32]).unwrap()).unwrap();
         assert_eq!(p, r);
-        assert_eq!(EthRepr::parse(&EthSeg::new_unchecked(&b[..31])), Err(Error::Truncated));
+        assert_eq!(
+            EthRepr::parse(&EthSeg::new_unchecked(&b[..31])),
+            Err(Error::Truncated)
+        );
         assert_eq!(r.emit(&mut [0u8; 31]), Err(Error::Truncated));
     }
 }

@@ -36,7 +36,10 @@ pub const fn ds(payload_len: usize) -> usize {
     seg_len(payload_len) / DS_LEN
 }
 
-mlx5_view!(InlineSeg, "an inline data segment (header and the payload after it)");
+mlx5_view!(
+    InlineSeg,
+    "an inline data segment (header and the payload after it)"
+);
 
 impl<T: AsRef<[u8]>> InlineSeg<T> {
     /// The raw first word (bytes 0–3): payload length with `MLX5_INLINE_SEG` set.
@@ -123,8 +126,14 @@ mod test {
         assert_eq!(s.inline_len(), 5);
         assert_eq!(s.payload().unwrap(), &[1, 2, 3, 4, 5]);
         assert_eq!(emit(&[0; 13], &mut b[..16]), Err(Error::Truncated));
-        assert!(matches!(emit(&[0; 989], &mut [0u8; 1024]), Err(Error::Oversize { .. })));
+        assert!(matches!(
+            emit(&[0; 989], &mut [0u8; 1024]),
+            Err(Error::Oversize { .. })
+        ));
         let short = [0x80u8, 0, 0, 40, 1];
-        assert_eq!(InlineSeg::new_unchecked(&short[..]).payload(), Err(Error::Truncated));
+        assert_eq!(
+            InlineSeg::new_unchecked(&short[..]).payload(),
+            Err(Error::Truncated)
+        );
     }
 }

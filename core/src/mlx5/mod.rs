@@ -59,7 +59,9 @@ pub use ctrl::{CtrlRepr, FenceMode, FmCeSe};
 pub use data::DataRepr;
 pub use datagram::DatagramRepr;
 pub use decode::{decode_wqe, WqeRepr};
-pub use doorbell::{Barrier, Bfreg, BfregConfig, DbRecord, Effect, Effects, RecvBatch, SendBatch};
+pub use doorbell::{
+    Barrier, BfMode, Bfreg, BfregConfig, DbRecord, Effect, Effects, RecvBatch, SendBatch, WorkQueue,
+};
 pub use eth::EthRepr;
 pub use opcode::Opcode;
 pub use raddr::RaddrRepr;

@@ -112,10 +112,16 @@ mod test {
             raddr: 0x7fee_260f_b000,
             rkey: 0x2b8,
         };
-        assert_eq!(RaddrRepr::parse(&RaddrSeg::new_unchecked(&SEG[..])).unwrap(), r);
+        assert_eq!(
+            RaddrRepr::parse(&RaddrSeg::new_unchecked(&SEG[..])).unwrap(),
+            r
+        );
         let mut b = [0xaau8; 16];
         r.emit(&mut RaddrSeg::new_unchecked(&mut b[..]));
         assert_eq!(b, SEG);
-        assert_eq!(RaddrSeg::new_checked(&SEG[..15]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            RaddrSeg::new_checked(&SEG[..15]).unwrap_err(),
+            Error::Truncated
+        );
     }
 }

@@ -245,9 +245,18 @@ mod test {
 
     #[test]
     fn test_ring_rules() {
-        assert_eq!(SqWriter::new(&mut [0u8; 96], 1, QpType::Rc).unwrap_err(), Error::BadRing);
-        assert_eq!(SqWriter::new(&mut [0u8; 192], 1, QpType::Rc).unwrap_err(), Error::BadRing);
-        assert_eq!(SqWriter::new(&mut [], 1, QpType::Rc).unwrap_err(), Error::BadRing);
+        assert_eq!(
+            SqWriter::new(&mut [0u8; 96], 1, QpType::Rc).unwrap_err(),
+            Error::BadRing
+        );
+        assert_eq!(
+            SqWriter::new(&mut [0u8; 192], 1, QpType::Rc).unwrap_err(),
+            Error::BadRing
+        );
+        assert_eq!(
+            SqWriter::new(&mut [], 1, QpType::Rc).unwrap_err(),
+            Error::BadRing
+        );
         assert_eq!(
             SqWriter::new(&mut [0u8; 64], 1 << 24, QpType::Rc).unwrap_err(),
             Error::BadField
@@ -275,7 +284,10 @@ mod test {
         assert_eq!(sq.free(), 2);
         assert_eq!(sq.retire(1), Err(Error::NotOutstanding { wqe_counter: 1 }));
         let b = sq.take_batch().unwrap();
-        assert_eq!((b.first_index, b.end_index, b.nreq, b.last_index), (0, 4, 4, 3));
+        assert_eq!(
+            (b.first_index, b.end_index, b.nreq, b.last_index),
+            (0, 4, 4, 3)
+        );
         assert!(sq.take_batch().is_none());
         assert_eq!(sq.dbrec(), [0, 0, 0, 4]);
     }
@@ -284,7 +296,9 @@ mod test {
     fn test_wrap_and_counter_wrap() {
         let mut ring = [0u8; 4 * 64];
         // Start 2 WQEBBs before the 16-bit wrap and 2 slots before the ring end.
-        let mut sq = SqWriter::new(&mut ring, 5, QpType::Rc).unwrap().with_counter(0xfffe);
+        let mut sq = SqWriter::new(&mut ring, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfffe);
         let sge = [Sge {
             addr: 1,
             lkey: 2,
@@ -302,13 +316,16 @@ mod test {
         let p = sq.post(&wr).unwrap();
         assert_eq!((p.wqe_index, p.wqebbs), (0, 3));
         assert_eq!(sq.pc(), 3);
-        let d = decode_wqe(sq.ring(), sq.offset_of(0), QpType::Rc).unwrap();
-        assert!(d.segments.iter().copied().eq(wr.segments()));
-        // Slot 0xfffe & 3 = 2: this WQE straddles slots 2,3,0... no: index 0 sits at slot 0.
+        {
+            let d = decode_wqe(sq.ring(), sq.offset_of(0), QpType::Rc).unwrap();
+            assert!(d.segments.iter().copied().eq(wr.segments()));
+        }
         let p = sq.retire(0).unwrap();
         assert_eq!(p, 3);
         let mut ring2 = [0u8; 4 * 64];
-        let mut sq2 = SqWriter::new(&mut ring2, 5, QpType::Rc).unwrap().with_counter(3);
+        let mut sq2 = SqWriter::new(&mut ring2, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(3);
         let p = sq2.post(&wr).unwrap(); // slot 3, continues at slots 0 and 1
         assert_eq!(p.wqe_index, 3);
         let d = decode_wqe(sq2.ring(), sq2.offset_of(3), QpType::Rc).unwrap();

@@ -458,7 +458,7 @@ impl<'a> SendWr<'a> {
             ds += 1;
         }
         ds += match self.payload {
-            Payload::Inline(b) if b.is_empty() => 0,
+            Payload::Inline([]) => 0,
             Payload::Inline(b) => inline::ds(b.len()),
             Payload::Gather(list) => list.iter().filter(|s| s.len != 0).count(),
         };
@@ -502,7 +502,10 @@ impl<'a> SendWr<'a> {
             Payload::Inline(b) => {
                 let no_inline = matches!(
                     self.op,
-                    WrOp::Nop | WrOp::RdmaRead { .. } | WrOp::AtomicCs { .. } | WrOp::AtomicFa { .. }
+                    WrOp::Nop
+                        | WrOp::RdmaRead { .. }
+                        | WrOp::AtomicCs { .. }
+                        | WrOp::AtomicFa { .. }
                 );
                 if !b.is_empty() && no_inline {
                     return Err(Error::Unsupported);
@@ -659,7 +662,10 @@ mod test {
             SendWr::new(WrOp::RdmaRead { raddr: 0, rkey: 0 }).check(QpType::Uc),
             Err(Error::Unsupported)
         );
-        assert_eq!(SendWr::new(WrOp::Send).check(QpType::Ud), Err(Error::Unsupported));
+        assert_eq!(
+            SendWr::new(WrOp::Send).check(QpType::Ud),
+            Err(Error::Unsupported)
+        );
         let big = [Sge {
             addr: 0,
             lkey: 0,

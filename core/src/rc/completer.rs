@@ -166,7 +166,7 @@ impl<const SQ: usize> Requester<SQ> {
             let implied = self.sq.front().is_some_and(|h| psn.after(h.last_psn()));
             if implied {
                 ctr.implied_naks += 1;
-                return self.retry(ctr);
+                return self.retry_on_nak(ctr);
             }
         }
         Ok(())
@@ -186,7 +186,7 @@ impl<const SQ: usize> Requester<SQ> {
             // Follows an RNR NAK for the same PSN: the RNR wait already covers it.
             return Ok(());
         }
-        self.retry(ctr)
+        self.retry_on_nak(ctr)
     }
 
     fn on_rnr_nak(
@@ -276,7 +276,7 @@ impl<const SQ: usize> Requester<SQ> {
         } else if psn.after(head.last_psn()) {
             // The responder is past this READ: its responses were lost (implied NAK).
             ctr.implied_naks += 1;
-            result = self.retry(ctr);
+            result = self.retry_on_nak(ctr);
         } else {
             // Out of order inside the READ's range (a response was lost) or a duplicate.
             ctr.ghost_responses += 1;
@@ -303,6 +303,15 @@ impl<const SQ: usize> Requester<SQ> {
         }
     }
 
+    /// A retry requested by a PSN sequence NAK or an implied NAK: ignored while a retry started
+    /// earlier has not made progress yet (the NAK answers packets sent before that rewind).
+    fn retry_on_nak(&mut self, ctr: &mut RcCounters) -> Result<(), Fatal> {
+        if self.retry_started {
+            return Ok(());
+        }
+        self.retry(ctr)
+    }
+
     /// Go-back-N retry from `comp_psn`, spending one transport retry.
     ///
     /// # Errors
@@ -313,6 +322,7 @@ impl<const SQ: usize> Requester<SQ> {
             return Err(Fatal);
         }
         self.retry_left -= 1;
+        self.retry_started = true;
         ctr.retries += 1;
         self.rewind();
         // Re-armed by the first retransmitted packet.

@@ -38,7 +38,7 @@ pub struct RcCounters {
     pub retries: u64,
     /// READ responses or ACKs with a later PSN while a READ was incomplete (implied NAK).
     pub implied_naks: u64,
-    /// ACKs sent (including READ responses' AETH is not counted here; only ACKNOWLEDGE packets).
+    /// ACKNOWLEDGE packets with an ACK syndrome sent (READ responses are not counted here).
     pub acks_sent: u64,
     /// ACKNOWLEDGE packets with an ACK syndrome received.
     pub acks_received: u64,

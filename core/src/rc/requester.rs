@@ -109,6 +109,10 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) comp_psn: Psn,
     /// Transport retries left (reset to `retry_cnt` on progress).
     pub(crate) retry_left: u8,
+    /// A go-back-N retry started and `comp_psn` has not moved since: NAKs and implied NAKs are
+    /// then answers to packets sent before the rewind and start no further retry; only the
+    /// timer does (rxe_comp.c `started_retry`).
+    pub(crate) retry_started: bool,
     /// RNR retries left (reset to `rnr_retry` on progress; unused when `rnr_retry == 7`).
     pub(crate) rnr_left: u8,
     pub(crate) retrans_timer: Timer,
@@ -139,6 +143,7 @@ impl<const SQ: usize> Requester<SQ> {
             noack_pkts: 0,
             comp_psn: Psn::new(0),
             retry_left: 0,
+            retry_started: false,
             rnr_left: 0,
             retrans_timer: Timer::default(),
             rnr_timer: Timer::default(),
@@ -166,6 +171,7 @@ impl<const SQ: usize> Requester<SQ> {
 
     pub(crate) fn reset_retry_counters(&mut self) {
         self.retry_left = self.rts.retry_cnt;
+        self.retry_started = false;
         self.rnr_left = self.rts.rnr_retry;
     }
 

@@ -64,6 +64,8 @@ struct ReadResource {
     next: u32,
     /// A reply is queued or in progress.
     queued: bool,
+    /// That reply answers a duplicate request (a replay).
+    replay: bool,
 }
 
 /// One entry of the outgoing response stream, in PSN order.
@@ -273,7 +275,7 @@ impl<const RQ: usize> Responder<RQ> {
             }
             return Ok(());
         }
-        if d < -(1 << 22) {
+        if d < 0 {
             ctr.duplicate_requests += 1;
             if hdr.bth.opcode == Opcode::RcRdmaReadRequest {
                 self.replay_read(hdr, ctr);
@@ -388,7 +390,14 @@ impl<const RQ: usize> Responder<RQ> {
         let Some(recv) = self.rq.front() else {
             return Self::fatal(psn, NakCode::InvalidRequest);
         };
-        if offset + payload.len() as u64 > recv.length() {
+        let end = offset + payload.len() as u64;
+        if end > MAX_MESSAGE_LEN {
+            // A message over 2^31 bytes (IBTA vol. 1 §9.4.1): not a valid request.
+            self.complete_recv(WcStatus::LocLenErr, WcOpcode::Recv, 0, None);
+            self.msg = Message::Idle;
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        if end > recv.length() {
             self.complete_recv(WcStatus::LocLenErr, WcOpcode::Recv, 0, None);
             self.msg = Message::Idle;
             return Self::fatal(psn, NakCode::InvalidRequest);
@@ -398,7 +407,7 @@ impl<const RQ: usize> Responder<RQ> {
             self.msg = Message::Idle;
             return Self::fatal(psn, NakCode::RemoteOperationalError);
         }
-        let offset = offset + payload.len() as u64;
+        let offset = end;
         if ends {
             self.bump_msn();
             self.complete_recv(WcStatus::Success, WcOpcode::Recv, offset as u32, hdr.imm);
@@ -521,8 +530,13 @@ impl<const RQ: usize> Responder<RQ> {
         }
         let slot = self.res_next;
         if self.resources[slot].queued {
-            // More READs outstanding than max_dest_rd_atomic (IBTA C9-150 ff.).
-            return Self::fatal(psn, NakCode::InvalidRequest);
+            if !self.resources[slot].replay {
+                // More READs outstanding than max_dest_rd_atomic (IBTA C9-150 ff.).
+                return Self::fatal(psn, NakCode::InvalidRequest);
+            }
+            // A replay for a stale duplicate: the requester has completed that READ (it only
+            // reuses the slot within its max_rd_atomic), so the replay is useless.
+            self.cancel_reply(slot);
         }
         let npkts = self.mtu.packets(reth.dma_len);
         self.bump_msn();
@@ -537,6 +551,7 @@ impl<const RQ: usize> Responder<RQ> {
             start: 0,
             next: 0,
             queued: true,
+            replay: false,
         };
         self.res_next = (slot + 1) % self.max_dest_rd_atomic;
         let _ = self.out.push_back(Response::Read { slot });
@@ -570,6 +585,7 @@ impl<const RQ: usize> Responder<RQ> {
             ctr.dropped_packets += 1;
             return;
         }
+        r.replay = true;
         if r.queued {
             if k < r.next {
                 r.start = k;
@@ -581,6 +597,18 @@ impl<const RQ: usize> Responder<RQ> {
             r.queued = true;
             let _ = self.out.push_back(Response::Read { slot });
         }
+    }
+
+    /// Removes the queued reply of resource `slot` from the response stream.
+    fn cancel_reply(&mut self, slot: usize) {
+        let mut kept: Deque<Response, RESP_QUEUE> = Deque::new();
+        while let Some(item) = self.out.pop_front() {
+            if item != (Response::Read { slot }) {
+                let _ = kept.push_back(item);
+            }
+        }
+        self.out = kept;
+        self.resources[slot].queued = false;
     }
 
     /// Builds the next response packet, if any.

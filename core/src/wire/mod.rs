@@ -175,6 +175,6 @@ pub use ip::IpRepr;
 pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;
 pub use reth::RethRepr;
-pub use roce::{RocePacket, RoceRepr, UdpChecksum};
+pub use roce::{PortMatch, RocePacket, RoceRepr, UdpChecksum};
 pub use transport::TransportRepr;
 pub use udp::UdpRepr;

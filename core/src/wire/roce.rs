@@ -163,6 +163,16 @@ pub struct RocePacket<'a> {
     pub icrc_valid: bool,
 }
 
+/// Which UDP datagrams [`RocePacket::parse_with`] treats as RoCEv2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PortMatch {
+    /// Destination port equals this (RoCEv2: 4791).
+    Destination(u16),
+    /// Source or destination port equals this.
+    Either(u16),
+}
+
 impl<'a> RocePacket<'a> {
     /// Parses an Ethernet frame (no FCS; trailing Ethernet padding beyond the IP length is
     /// ignored) down to the IB payload and verifies the ICRC. A bad ICRC is *not* an error: it is
@@ -177,6 +187,17 @@ impl<'a> RocePacket<'a> {
     ///   [`Error::BadChecksum`]: IP header problems.
     /// - [`Error::BadTver`], [`Error::UnknownOpcode`]: BTH problems.
     pub fn parse(frame: &'a [u8]) -> Result<RocePacket<'a>> {
+        Self::parse_with(frame, PortMatch::Destination(ROCE_V2_PORT))
+    }
+
+    /// As [`parse`](Self::parse), with the rule that decides which UDP datagrams are RoCEv2:
+    /// [`PortMatch::Either`] also accepts packets *from* the port, as Wireshark's
+    /// `udp.port == 4791` does — what a capture of endpoints on ephemeral UDP ports needs
+    /// (their ACKs and READ responses go to the peer's ephemeral port).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), with [`Error::NotRoce`] for datagrams `port_match` rejects.
+    pub fn parse_with(frame: &'a [u8], port_match: PortMatch) -> Result<RocePacket<'a>> {
         let ep = ethernet::Packet::new_checked(frame)?;
         let eth = EthernetRepr::parse(&ep)?;
         let l3 = ep.payload();
@@ -213,7 +234,11 @@ impl<'a> RocePacket<'a> {
         };
         let up = udp::Packet::new_checked(ip_payload)?;
         let udp_repr = UdpRepr::parse(&up)?;
-        if udp_repr.dst_port != ROCE_V2_PORT {
+        let is_roce = match port_match {
+            PortMatch::Destination(p) => udp_repr.dst_port == p,
+            PortMatch::Either(p) => udp_repr.dst_port == p || udp_repr.src_port == p,
+        };
+        if !is_roce {
             return Err(Error::NotRoce);
         }
         if usize::from(up.len()) != ip_payload.len() {

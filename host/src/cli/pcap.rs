@@ -6,7 +6,8 @@ use std::path::Path;
 use pcap_file::pcap::PcapReader;
 use pcap_file::DataLink;
 use rdmesh_core::wire::ip::IpRepr;
-use rdmesh_core::wire::{AethRepr, RocePacket, Syndrome};
+use rdmesh_core::wire::udp::ROCE_V2_PORT;
+use rdmesh_core::wire::{AethRepr, PortMatch, RocePacket, Syndrome};
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
@@ -34,6 +35,12 @@ pub fn decode(path: &Path, json: bool, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
+/// RoCEv2 frames are UDP datagrams to *or from* port 4791 (as Wireshark decides), so the
+/// ACKs and responses that rdmesh endpoints on ephemeral ports receive decode too.
+fn parse(data: &[u8]) -> rdmesh_core::wire::Result<RocePacket<'_>> {
+    RocePacket::parse_with(data, PortMatch::Either(ROCE_V2_PORT))
+}
+
 fn ip_json(ip: &IpRepr) -> Value {
     match ip {
         IpRepr::V4(r) => json!({"version": 4, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.dscp, "ecn": r.ecn}),
@@ -47,7 +54,7 @@ fn syndrome_byte(a: &AethRepr) -> u8 {
 
 /// The JSON object of one frame.
 pub fn frame_json(frame: u64, data: &[u8]) -> Value {
-    match RocePacket::parse(data) {
+    match parse(data) {
         Ok(p) => {
             let t = &p.transport;
             let b = &t.bth;
@@ -89,7 +96,7 @@ pub fn frame_json(frame: u64, data: &[u8]) -> Value {
 
 /// The text line of one frame.
 pub fn frame_text(frame: u64, data: &[u8]) -> String {
-    match RocePacket::parse(data) {
+    match parse(data) {
         Ok(p) => {
             let (src, dst) = match &p.ip {
                 IpRepr::V4(r) => (r.src.to_string(), r.dst.to_string()),

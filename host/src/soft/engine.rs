@@ -163,6 +163,12 @@ impl SoftDevice {
             r.map_err(|e| Error::io(format!("soft device {}: setting {what}", info.name), e))
         };
         if want.is_ipv4() {
+            // DF and IP ID 0 on every datagram of this unconnected socket: PMTUDISC_DO also
+            // clears the kernel's ignore_df, which would otherwise pick a non-zero ID.
+            setopt(
+                rustix::net::sockopt::set_ip_mtu_discover(&sock, rustix::net::sockopt::Ipv4PathMtuDiscovery::DO).map_err(std::io::Error::from),
+                "IP_MTU_DISCOVER=IP_PMTUDISC_DO",
+            )?;
             setopt(sock.set_ttl(u32::from(headers::TTL)), "IP_TTL")?;
             setopt(sock.set_tos(u32::from(config.tos)), "IP_TOS")?;
         } else {
@@ -174,7 +180,6 @@ impl SoftDevice {
         let local = socket
             .local_addr()
             .map_err(|e| Error::io(format!("soft device {}: reading the bound address", info.name), e))?;
-        check_pmtu_discovery();
         socket
             .set_read_timeout(Some(POLL_INTERVAL))
             .map_err(|e| Error::io("setting the socket read timeout", e))?;
@@ -491,16 +496,6 @@ fn flush_completion(qpn: u32, wr_id: u64) -> WorkCompletion {
         byte_len: 0,
         imm_data: None,
         qp_num: qpn,
-    }
-}
-
-/// Warns when the kernel would not set DF on UDP (then the IP ID is not 0 and peers that check
-/// the ICRC over the real IP header would drop our packets).
-fn check_pmtu_discovery() {
-    if let Ok(v) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_no_pmtu_disc") {
-        if v.trim() != "0" {
-            tracing::warn!("net.ipv4.ip_no_pmtu_disc = {}: the kernel will not set DF, so IPv4 ID is not 0 and peers will compute a different ICRC; set it to 0", v.trim());
-        }
     }
 }
 

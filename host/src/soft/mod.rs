@@ -8,9 +8,10 @@
 //!
 //! # Header values on the wire
 //! The ICRC covers the IP and UDP headers, but a UDP socket neither chooses nor sees all of
-//! them. The provider sends from an unconnected socket, so Linux sets DF (the default path-MTU
-//! discovery mode for UDP) and, for an unconnected socket with DF, uses IP ID 0
-//! (`ip_select_ident_segs`). TTL is set to 64 and TOS explicitly. TTL, TOS and both checksums
+//! them. The provider sends from an unconnected socket with `IP_MTU_DISCOVER =
+//! IP_PMTUDISC_DO`, so Linux sets DF and, for an unconnected socket with DF and `ignore_df`
+//! clear, writes IP ID 0 (`ip_select_ident_segs`). (With the default `IP_PMTUDISC_WANT` the
+//! kernel sets DF but picks a non-zero ID.) TTL is set to 64 and TOS explicitly. TTL, TOS and both checksums
 //! are masked out of the ICRC. So the sender knows every covered value: version/IHL 0x45,
 //! total length, ID 0, flags DF with fragment offset 0, protocol 17, the addresses, ports and
 //! UDP length. The receiver verifies under the same rule. Peers that send a non-zero IP ID

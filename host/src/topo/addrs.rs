@@ -29,11 +29,15 @@ impl IfAddr {
     pub fn contains(&self, other: IpAddr) -> bool {
         match (self.ip, other) {
             (IpAddr::V4(a), IpAddr::V4(b)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix_len.min(32))).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix_len.min(32)))
+                    .unwrap_or(0);
                 u32::from(a) & mask == u32::from(b) & mask
             }
             (IpAddr::V6(a), IpAddr::V6(b)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix_len.min(128))).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix_len.min(128)))
+                    .unwrap_or(0);
                 u128::from(a) & mask == u128::from(b) & mask
             }
             _ => false,
@@ -116,7 +120,8 @@ pub fn from_netlink() -> Result<Vec<NetdevAddrs>> {
                 out.push(NetdevAddrs {
                     name: ifa.interface_name.clone(),
                     up: ifa.flags.contains(F::IFF_UP),
-                    lower_up: ifa.flags.contains(F::IFF_LOWER_UP) || ifa.flags.contains(F::IFF_RUNNING),
+                    lower_up: ifa.flags.contains(F::IFF_LOWER_UP)
+                        || ifa.flags.contains(F::IFF_RUNNING),
                     loopback: ifa.flags.contains(F::IFF_LOOPBACK),
                     mtu: None,
                     addrs: Vec::new(),
@@ -131,9 +136,16 @@ pub fn from_netlink() -> Result<Vec<NetdevAddrs>> {
                 s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
             }
         };
-        let Some(ip) = ifa.address.as_ref().and_then(ip_of) else { continue };
+        let Some(ip) = ifa.address.as_ref().and_then(ip_of) else {
+            continue;
+        };
         let full = if ip.is_ipv4() { 32 } else { 128 };
-        let prefix_len = ifa.netmask.as_ref().and_then(ip_of).and_then(prefix_len_of_mask).unwrap_or(full);
+        let prefix_len = ifa
+            .netmask
+            .as_ref()
+            .and_then(ip_of)
+            .and_then(prefix_len_of_mask)
+            .unwrap_or(full);
         out[idx].addrs.push(IfAddr { ip, prefix_len });
     }
     Ok(out)
@@ -180,35 +192,52 @@ pub fn parse_ip_json(text: &str, origin: &str) -> Result<Vec<NetdevAddrs>> {
             name: name.to_string(),
             up: flags.contains(&"UP"),
             lower_up: flags.contains(&"LOWER_UP") || operstate == Some("UP"),
-            loopback: flags.contains(&"LOOPBACK") || ifc.get("link_type").and_then(Value::as_str) == Some("loopback"),
-            mtu: ifc.get("mtu").and_then(Value::as_u64).and_then(|m| u32::try_from(m).ok()),
+            loopback: flags.contains(&"LOOPBACK")
+                || ifc.get("link_type").and_then(Value::as_str) == Some("loopback"),
+            mtu: ifc
+                .get("mtu")
+                .and_then(Value::as_u64)
+                .and_then(|m| u32::try_from(m).ok()),
             addrs: Vec::new(),
         };
         let infos = match ifc.get("addr_info") {
             None | Some(Value::Null) => &[][..],
             Some(Value::Array(a)) => &a[..],
-            Some(_) => return Err(bad(format!("interface {name}: \"addr_info\" is not an array"))),
+            Some(_) => {
+                return Err(bad(format!(
+                    "interface {name}: \"addr_info\" is not an array"
+                )))
+            }
         };
         for (j, a) in infos.iter().enumerate() {
             let family = a.get("family").and_then(Value::as_str).unwrap_or("");
             if family != "inet" && family != "inet6" {
                 continue;
             }
-            let local = a
-                .get("local")
-                .and_then(Value::as_str)
-                .ok_or_else(|| bad(format!("interface {name}: addr_info[{j}]: no \"local\" address")))?;
-            let ip: IpAddr = local
-                .parse()
-                .map_err(|_| bad(format!("interface {name}: addr_info[{j}]: \"local\" {local:?} is not an IP address")))?;
+            let local = a.get("local").and_then(Value::as_str).ok_or_else(|| {
+                bad(format!(
+                    "interface {name}: addr_info[{j}]: no \"local\" address"
+                ))
+            })?;
+            let ip: IpAddr = local.parse().map_err(|_| {
+                bad(format!(
+                    "interface {name}: addr_info[{j}]: \"local\" {local:?} is not an IP address"
+                ))
+            })?;
             let max = if ip.is_ipv4() { 32 } else { 128 };
             let prefix_len = a
                 .get("prefixlen")
                 .and_then(Value::as_u64)
                 .filter(|&p| p <= max)
-                .ok_or_else(|| bad(format!("interface {name}: addr_info[{j}]: \"prefixlen\" missing or above {max}")))?;
+                .ok_or_else(|| {
+                    bad(format!(
+                        "interface {name}: addr_info[{j}]: \"prefixlen\" missing or above {max}"
+                    ))
+                })?;
             if (ip.is_ipv4()) != (family == "inet") {
-                return Err(bad(format!("interface {name}: addr_info[{j}]: {local} is not of family {family}")));
+                return Err(bad(format!(
+                    "interface {name}: addr_info[{j}]: {local} is not of family {family}"
+                )));
             }
             n.addrs.push(IfAddr {
                 ip,
@@ -226,21 +255,36 @@ mod test {
 
     #[test]
     fn masks() {
-        assert_eq!(prefix_len_of_mask("255.255.255.0".parse().unwrap()), Some(24));
+        assert_eq!(
+            prefix_len_of_mask("255.255.255.0".parse().unwrap()),
+            Some(24)
+        );
         assert_eq!(prefix_len_of_mask("0.0.0.0".parse().unwrap()), Some(0));
         assert_eq!(prefix_len_of_mask("255.0.255.0".parse().unwrap()), None);
-        assert_eq!(prefix_len_of_mask("ffff:ffff:ffff:ffff::".parse().unwrap()), Some(64));
+        assert_eq!(
+            prefix_len_of_mask("ffff:ffff:ffff:ffff::".parse().unwrap()),
+            Some(64)
+        );
     }
 
     #[test]
     fn subnet_contains() {
-        let a = IfAddr { ip: "10.10.1.11".parse().unwrap(), prefix_len: 24 };
+        let a = IfAddr {
+            ip: "10.10.1.11".parse().unwrap(),
+            prefix_len: 24,
+        };
         assert!(a.contains("10.10.1.12".parse().unwrap()));
         assert!(!a.contains("10.10.2.12".parse().unwrap()));
         assert!(!a.contains("fd00::1".parse().unwrap()));
-        let z = IfAddr { ip: "10.10.1.11".parse().unwrap(), prefix_len: 0 };
+        let z = IfAddr {
+            ip: "10.10.1.11".parse().unwrap(),
+            prefix_len: 0,
+        };
         assert!(z.contains("192.168.0.1".parse().unwrap()));
-        let v6 = IfAddr { ip: "fd00::2".parse().unwrap(), prefix_len: 64 };
+        let v6 = IfAddr {
+            ip: "fd00::2".parse().unwrap(),
+            prefix_len: 64,
+        };
         assert!(v6.contains("fd00::ffff".parse().unwrap()));
         assert_eq!(v6.to_string(), "fd00::2/64");
     }

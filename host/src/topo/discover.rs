@@ -29,7 +29,11 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Topology> {
     if !root.is_dir() {
         return Err(TopoError::SysfsRoot {
             path: root.clone(),
-            reason: if root.exists() { "not a directory".into() } else { "does not exist".into() },
+            reason: if root.exists() {
+                "not a directory".into()
+            } else {
+                "does not exist".into()
+            },
         });
     }
     let devices = list_devices(root)?;
@@ -55,25 +59,39 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Topology> {
     })
 }
 
-fn rdma_port(root: &Path, dev: &RdmaDevice, port: &RdmaPort, addrs: &[NetdevAddrs], pin: Option<u32>) -> Result<Port> {
+fn rdma_port(
+    root: &Path,
+    dev: &RdmaDevice,
+    port: &RdmaPort,
+    addrs: &[NetdevAddrs],
+    pin: Option<u32>,
+) -> Result<Port> {
     let netdev_name = netdev_for_port(root, dev, port)?;
     let nd = match &netdev_name {
         Some(n) => Some(read_netdev(root, n)?),
         None => None,
     };
-    let na = netdev_name.as_deref().and_then(|n| addrs.iter().find(|a| a.name == n));
+    let na = netdev_name
+        .as_deref()
+        .and_then(|n| addrs.iter().find(|a| a.name == n));
     let addresses = na.map(|a| a.addrs.clone()).unwrap_or_default();
     let link_up = nd.as_ref().is_some_and(|n| n.link_up());
     let up = match &port.state {
         Some(s) => s.is_active(),
         None => link_up,
     };
-    let device_dir = dev.device_dir.clone().or_else(|| nd.as_ref().and_then(|n| n.device_dir.clone()));
+    let device_dir = dev
+        .device_dir
+        .clone()
+        .or_else(|| nd.as_ref().and_then(|n| n.device_dir.clone()));
     let pcie = match &device_dir {
         Some(d) => read_pcie_link(d)?,
         None => None,
     };
-    let speed_mbps = nd.as_ref().and_then(|n| n.speed_mbps).or(if up { port.rate_mbps } else { None });
+    let speed_mbps =
+        nd.as_ref()
+            .and_then(|n| n.speed_mbps)
+            .or(if up { port.rate_mbps } else { None });
     let ips: Vec<_> = addresses.iter().map(|a| a.ip).collect();
     let (gid, gid_miss) = match gid::select(&port.gids, netdev_name.as_deref(), &ips, pin) {
         Ok(c) => {
@@ -109,21 +127,28 @@ fn rdma_port(root: &Path, dev: &RdmaDevice, port: &RdmaPort, addrs: &[NetdevAddr
 /// Whether two ports drive the same physical port over different PCI functions (see the
 /// module documentation for the rule).
 pub fn are_siblings(a: &Port, b: &Port) -> bool {
-    let (Some(pa), Some(pb)) = (a.pci, b.pci) else { return false };
+    let (Some(pa), Some(pb)) = (a.pci, b.pci) else {
+        return false;
+    };
     if pa == pb {
         return false;
     }
     if let (Some(x), Some(y)) = (&a.phys_port_id, &b.phys_port_id) {
         return x == y;
     }
-    matches!((&a.sys_image_guid, &b.sys_image_guid), (Some(x), Some(y)) if x == y) && pa.same_slot_other_link(&pb)
+    matches!((&a.sys_image_guid, &b.sys_image_guid), (Some(x), Some(y)) if x == y)
+        && pa.same_slot_other_link(&pb)
 }
 
 fn fill_siblings(ports: &mut [Port]) {
     let found: Vec<Vec<_>> = ports
         .iter()
         .map(|p| {
-            let mut s: Vec<_> = ports.iter().filter(|q| are_siblings(p, q)).filter_map(|q| q.pci).collect();
+            let mut s: Vec<_> = ports
+                .iter()
+                .filter(|q| are_siblings(p, q))
+                .filter_map(|q| q.pci)
+                .collect();
             s.sort();
             s.dedup();
             s

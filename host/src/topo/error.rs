@@ -110,7 +110,10 @@ impl From<TopoError> for crate::Error {
     fn from(e: TopoError) -> Self {
         match e {
             TopoError::ReadDir { path, what, source } => crate::Error::io(
-                format!("{}: cannot list {what} (check that sysfs is mounted and readable)", path.display()),
+                format!(
+                    "{}: cannot list {what} (check that sysfs is mounted and readable)",
+                    path.display()
+                ),
                 source,
             ),
             TopoError::Netlink { source } => crate::Error::io(

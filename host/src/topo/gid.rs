@@ -177,11 +177,19 @@ pub fn candidate_order(addrs: &[IpAddr]) -> Vec<IpAddr> {
 /// - otherwise: for each address in [`candidate_order`], the RoCE v2 entry whose address
 ///   equals it, lowest index first, skipping entries that belong to another netdev than
 ///   `netdev` (when both are known).
-pub fn select(entries: &[GidEntry], netdev: Option<&str>, addrs: &[IpAddr], pin: Option<u32>) -> std::result::Result<GidChoice, GidMiss> {
+pub fn select(
+    entries: &[GidEntry],
+    netdev: Option<&str>,
+    addrs: &[IpAddr],
+    pin: Option<u32>,
+) -> std::result::Result<GidChoice, GidMiss> {
     let order = candidate_order(addrs);
     let matching = |e: &GidEntry| e.is_roce_v2() && order.contains(&e.addr());
     if let Some(index) = pin {
-        let e = entries.iter().find(|e| e.index == index).ok_or(GidMiss::PinnedEmpty { index })?;
+        let e = entries
+            .iter()
+            .find(|e| e.index == index)
+            .ok_or(GidMiss::PinnedEmpty { index })?;
         return Ok(GidChoice {
             index,
             gid: e.gid,
@@ -311,8 +319,19 @@ pub fn log_choice(device: &str, port: u32, choice: &GidChoice) {
 /// [`TopoError::NoGidForAddress`] when no RoCE v2 entry equals `addr`;
 /// [`TopoError::PinnedGidEmpty`] when `pin` names an empty entry; read and parse errors of the
 /// table.
-pub fn select_for_connect(sysfs_root: &Path, device: &str, port: u32, addr: IpAddr, previous: Option<u32>, pin: Option<u32>) -> Result<GidChoice> {
-    let port_dir = sysfs_root.join("class/infiniband").join(device).join("ports").join(port.to_string());
+pub fn select_for_connect(
+    sysfs_root: &Path,
+    device: &str,
+    port: u32,
+    addr: IpAddr,
+    previous: Option<u32>,
+    pin: Option<u32>,
+) -> Result<GidChoice> {
+    let port_dir = sysfs_root
+        .join("class/infiniband")
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
     let gids_dir = port_dir.join("gids");
     if !gids_dir.is_dir() {
         return Err(TopoError::NoSuchPort {
@@ -394,13 +413,18 @@ mod test {
         ];
         let ll: IpAddr = "fe80::eaeb:d3ff:fe41:a1b2".parse().unwrap();
         let c = select(&t, Some("eth0"), &[ll, v4(10, 10, 1, 11)], None).unwrap();
-        assert_eq!((c.index, c.addr, c.pinned), (3, Some(v4(10, 10, 1, 11)), false));
+        assert_eq!(
+            (c.index, c.addr, c.pinned),
+            (3, Some(v4(10, 10, 1, 11)), false)
+        );
         // Only a link-local address: its RoCE v2 entry.
         assert_eq!(select(&t, Some("eth0"), &[ll], None).unwrap().index, 1);
         assert_eq!(select(&t, Some("eth0"), &[], None), Err(GidMiss::NoAddress));
         assert_eq!(
             select(&t, Some("eth0"), &[v4(10, 10, 9, 9)], None),
-            Err(GidMiss::NoRoceV2 { addrs: vec![v4(10, 10, 9, 9)] })
+            Err(GidMiss::NoRoceV2 {
+                addrs: vec![v4(10, 10, 9, 9)]
+            })
         );
         // An entry of another netdev with the same address is not this link's.
         assert!(select(&t, Some("eth1"), &[v4(10, 10, 1, 11)], None).is_err());
@@ -408,12 +432,21 @@ mod test {
 
     #[test]
     fn pinned() {
-        let t = [e(3, "::ffff:10.10.1.11", "IB/RoCE v1", None), e(4, "::ffff:10.10.1.11", "RoCE v2", None)];
+        let t = [
+            e(3, "::ffff:10.10.1.11", "IB/RoCE v1", None),
+            e(4, "::ffff:10.10.1.11", "RoCE v2", None),
+        ];
         let c = select(&t, None, &[v4(10, 10, 1, 11)], Some(3)).unwrap();
         assert_eq!((c.index, c.addr, c.pinned), (3, None, true));
         let c = select(&t, None, &[v4(10, 10, 1, 11)], Some(4)).unwrap();
-        assert_eq!((c.index, c.addr, c.pinned), (4, Some(v4(10, 10, 1, 11)), true));
-        assert_eq!(select(&t, None, &[], Some(7)), Err(GidMiss::PinnedEmpty { index: 7 }));
+        assert_eq!(
+            (c.index, c.addr, c.pinned),
+            (4, Some(v4(10, 10, 1, 11)), true)
+        );
+        assert_eq!(
+            select(&t, None, &[], Some(7)),
+            Err(GidMiss::PinnedEmpty { index: 7 })
+        );
     }
 
     #[test]
@@ -428,7 +461,10 @@ mod test {
 
     #[test]
     fn candidate_order_groups() {
-        let a: Vec<IpAddr> = ["fe80::1", "fd00::2", "10.0.0.1", "192.168.1.1"].iter().map(|s| s.parse().unwrap()).collect();
+        let a: Vec<IpAddr> = ["fe80::1", "fd00::2", "10.0.0.1", "192.168.1.1"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
         let o = candidate_order(&a);
         assert_eq!(o, vec![a[2], a[3], a[1], a[0]]);
     }

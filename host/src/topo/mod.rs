@@ -50,7 +50,9 @@ pub const IBOE_MTU_OVERHEAD: u32 = 96;
 /// 352 bytes.
 pub fn iboe_mtu(netdev_mtu: u32) -> Option<u32> {
     let room = netdev_mtu.checked_sub(IBOE_MTU_OVERHEAD)?;
-    [4096, 2048, 1024, 512, 256].into_iter().find(|&m| m <= room)
+    [4096, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|&m| m <= room)
 }
 
 /// How to discover.
@@ -174,7 +176,11 @@ impl Port {
 
     /// The port address whose subnet contains `peer` with the longest prefix, if any.
     pub fn route_to(&self, peer: IpAddr) -> Option<IfAddr> {
-        self.addresses.iter().filter(|a| a.contains(peer)).max_by_key(|a| a.prefix_len).copied()
+        self.addresses
+            .iter()
+            .filter(|a| a.contains(peer))
+            .max_by_key(|a| a.prefix_len)
+            .copied()
     }
 }
 
@@ -197,12 +203,16 @@ impl Topology {
 
     /// The port `port` of device `device`.
     pub fn port(&self, device: &str, port: u32) -> Option<&Port> {
-        self.ports.iter().find(|p| p.device == device && p.port == port)
+        self.ports
+            .iter()
+            .find(|p| p.device == device && p.port == port)
     }
 
     /// The port whose netdev is `netdev`.
     pub fn by_netdev(&self, netdev: &str) -> Option<&Port> {
-        self.ports.iter().find(|p| p.netdev.as_deref() == Some(netdev))
+        self.ports
+            .iter()
+            .find(|p| p.netdev.as_deref() == Some(netdev))
     }
 }
 

@@ -63,11 +63,18 @@ impl Netdev {
 /// present but not a number.
 pub fn read_netdev(sysfs_root: &Path, name: &str) -> Result<Netdev> {
     let dir = sysfs_root.join("class/net").join(name);
-    let speed = read_attr(&dir.join("speed")).and_then(|s| s.parse::<i64>().ok()).filter(|&s| s > 0).map(|s| s as u64);
+    let speed = read_attr(&dir.join("speed"))
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|&s| s > 0)
+        .map(|s| s as u64);
     let dev_port = match read_attr(&dir.join("dev_port")) {
         // Linux prints dev_port in decimal; some old drivers wrote hex ("0x1").
         Some(v) if v.starts_with("0x") => u32::from_str_radix(&v[2..], 16).ok(),
-        _ => read_num(&dir.join("dev_port"), "netdev dev_port", "a port number such as \"0\"")?,
+        _ => read_num(
+            &dir.join("dev_port"),
+            "netdev dev_port",
+            "a port number such as \"0\"",
+        )?,
     };
     Ok(Netdev {
         name: name.to_string(),
@@ -77,7 +84,11 @@ pub fn read_netdev(sysfs_root: &Path, name: &str) -> Result<Netdev> {
         operstate: read_attr(&dir.join("operstate")),
         dev_port,
         phys_port_id: read_attr(&dir.join("phys_port_id")).filter(|s| !s.is_empty()),
-        arp_type: read_num(&dir.join("type"), "netdev type", "an ARPHRD number such as \"1\"")?,
+        arp_type: read_num(
+            &dir.join("type"),
+            "netdev type",
+            "an ARPHRD number such as \"1\"",
+        )?,
         device_dir: super::pci::device_dir(&dir.join("device")),
     })
 }
@@ -92,14 +103,20 @@ pub fn netdevs_of_function(device_dir: &Path) -> Result<Vec<String>> {
 /// 2. `parent` of an rxe device;
 /// 3. the function's netdevs (`device/net/*`): the only one, or the one whose `dev_port` is the
 ///    port number − 1.
-pub fn netdev_for_port(sysfs_root: &Path, dev: &RdmaDevice, port: &RdmaPort) -> Result<Option<String>> {
+pub fn netdev_for_port(
+    sysfs_root: &Path,
+    dev: &RdmaDevice,
+    port: &RdmaPort,
+) -> Result<Option<String>> {
     if let Some(n) = port.gids.iter().find_map(|g| g.ndev.clone()) {
         return Ok(Some(n));
     }
     if let Some(p) = dev.parent.clone().filter(|p| !p.is_empty()) {
         return Ok(Some(p));
     }
-    let Some(dir) = &dev.device_dir else { return Ok(None) };
+    let Some(dir) = &dev.device_dir else {
+        return Ok(None);
+    };
     let names = netdevs_of_function(dir)?;
     if names.len() == 1 {
         return Ok(names.into_iter().next());

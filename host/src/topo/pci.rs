@@ -41,7 +41,11 @@ impl PciAddr {
 
 impl fmt::Display for PciAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04x}:{:02x}:{:02x}.{:x}", self.domain, self.bus, self.device, self.function)
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
     }
 }
 
@@ -64,7 +68,12 @@ impl FromStr for PciAddr {
                 u32::from_str_radix(t, 16).map_err(|_| MalformedPciAddr)
             }
         };
-        let (domain, bus, device, function) = (hex(domain, 8)?, hex(bus, 2)?, hex(device, 2)?, hex(function, 1)?);
+        let (domain, bus, device, function) = (
+            hex(domain, 8)?,
+            hex(bus, 2)?,
+            hex(device, 2)?,
+            hex(function, 1)?,
+        );
         if device > 31 || function > 7 {
             return Err(MalformedPciAddr);
         }
@@ -101,7 +110,9 @@ impl PcieLink {
     /// Whether the link trained below what the function supports (slower or narrower): a slot,
     /// riser or bifurcation problem worth reporting.
     pub fn is_downtrained(&self) -> bool {
-        self.max_speed_gts.is_some_and(|m| self.speed_gts + 0.01 < m) || self.max_width.is_some_and(|m| self.width < m)
+        self.max_speed_gts
+            .is_some_and(|m| self.speed_gts + 0.01 < m)
+            || self.max_width.is_some_and(|m| self.width < m)
     }
 
     /// PCIe generation of the current speed (1 for 2.5 GT/s … 6 for 64 GT/s), 0 when unknown.
@@ -147,7 +158,10 @@ pub fn parse_link_speed(s: &str) -> std::result::Result<Option<f64>, MalformedLi
         return Ok(None);
     }
     let num = s.strip_suffix("PCIe").unwrap_or(s).trim_end();
-    let num = num.strip_suffix("GT/s").ok_or(MalformedLinkSpeed)?.trim_end();
+    let num = num
+        .strip_suffix("GT/s")
+        .ok_or(MalformedLinkSpeed)?
+        .trim_end();
     let v: f64 = num.parse().map_err(|_| MalformedLinkSpeed)?;
     if v.is_finite() && v > 0.0 {
         Ok(Some(v))
@@ -159,7 +173,10 @@ pub fn parse_link_speed(s: &str) -> std::result::Result<Option<f64>, MalformedLi
 /// The PCI address of a sysfs device directory: its own name when that is a PCI address
 /// (`.../0000:01:00.0`), else its parent's (a virtio device below its PCI function).
 pub fn pci_addr_of_dir(dir: &Path) -> Option<PciAddr> {
-    let own = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
+    let own = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok());
     own.or_else(|| dir.parent()?.file_name()?.to_str()?.parse().ok())
 }
 
@@ -229,11 +246,28 @@ mod test {
     #[test]
     fn pci_addr_round_trip() {
         let a: PciAddr = "0002:01:00.1".parse().unwrap();
-        assert_eq!(a, PciAddr { domain: 2, bus: 1, device: 0, function: 1 });
+        assert_eq!(
+            a,
+            PciAddr {
+                domain: 2,
+                bus: 1,
+                device: 0,
+                function: 1
+            }
+        );
         assert_eq!(a.to_string(), "0002:01:00.1");
         let b: PciAddr = "10000:e1:1f.7".parse().unwrap();
         assert_eq!(b.to_string(), "10000:e1:1f.7");
-        for bad in ["", "0000:01:00", "0000:01.00.0", "0000:01:20.0", "0000:01:00.8", "0000:1g:00.0", "virtio0", "0000:001:00.0"] {
+        for bad in [
+            "",
+            "0000:01:00",
+            "0000:01.00.0",
+            "0000:01:20.0",
+            "0000:01:00.8",
+            "0000:1g:00.0",
+            "virtio0",
+            "0000:001:00.0",
+        ] {
             assert!(bad.parse::<PciAddr>().is_err(), "{bad}");
         }
     }
@@ -260,13 +294,28 @@ mod test {
 
     #[test]
     fn ceilings() {
-        let gen5x4 = PcieLink { speed_gts: 32.0, width: 4, max_speed_gts: Some(32.0), max_width: Some(4) };
+        let gen5x4 = PcieLink {
+            speed_gts: 32.0,
+            width: 4,
+            max_speed_gts: Some(32.0),
+            max_width: Some(4),
+        };
         assert!((gen5x4.ceiling_gbps() - 126.03).abs() < 0.01);
         assert!(!gen5x4.is_downtrained());
         assert_eq!(gen5x4.generation(), 5);
-        let gen4x16 = PcieLink { speed_gts: 16.0, width: 16, max_speed_gts: None, max_width: None };
+        let gen4x16 = PcieLink {
+            speed_gts: 16.0,
+            width: 16,
+            max_speed_gts: None,
+            max_width: None,
+        };
         assert!((gen4x16.ceiling_gbps() - 252.06).abs() < 0.01);
-        let gen2x8 = PcieLink { speed_gts: 5.0, width: 8, max_speed_gts: Some(16.0), max_width: Some(8) };
+        let gen2x8 = PcieLink {
+            speed_gts: 5.0,
+            width: 8,
+            max_speed_gts: Some(16.0),
+            max_width: Some(8),
+        };
         assert!((gen2x8.ceiling_gbps() - 32.0).abs() < 1e-9);
         assert!(gen2x8.is_downtrained());
         assert_eq!(generation(64.0), 6);

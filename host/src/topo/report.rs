@@ -34,11 +34,17 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     fn warn(message: String) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, message }
+        Diagnostic {
+            severity: Severity::Warning,
+            message,
+        }
     }
 
     fn note(message: String) -> Diagnostic {
-        Diagnostic { severity: Severity::Note, message }
+        Diagnostic {
+            severity: Severity::Note,
+            message,
+        }
     }
 }
 
@@ -149,7 +155,13 @@ pub fn ibdev2netdev_lines(topo: &Topology) -> Vec<String> {
         .iter()
         .filter_map(|p| {
             let nd = p.netdev.as_deref()?;
-            Some(format!("{} port {} ==> {} ({})", p.device, p.port, nd, if p.link_up { "Up" } else { "Down" }))
+            Some(format!(
+                "{} port {} ==> {} ({})",
+                p.device,
+                p.port,
+                nd,
+                if p.link_up { "Up" } else { "Down" }
+            ))
         })
         .collect()
 }
@@ -172,7 +184,12 @@ pub fn write_text(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
     }
     for p in &topo.ports {
         writeln!(out)?;
-        let mut head = format!("{} port {}: {}", p.device, p.port, if p.up { "up" } else { "down" });
+        let mut head = format!(
+            "{} port {}: {}",
+            p.device,
+            p.port,
+            if p.up { "up" } else { "down" }
+        );
         if let Some(s) = &p.port_state {
             head.push_str(&format!(" ({}: {})", s.code, s.name));
         }
@@ -189,15 +206,31 @@ pub fn write_text(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
         }
         writeln!(out, "{head}")?;
         let row = |out: &mut dyn Write, k: &str, v: String| writeln!(out, "  {k:<11} {v}");
-        row(out, "netdev", p.netdev.clone().unwrap_or_else(|| "-".into()))?;
-        row(out, "address", if p.addresses.is_empty() { "-".into() } else { join(&p.addresses) })?;
+        row(
+            out,
+            "netdev",
+            p.netdev.clone().unwrap_or_else(|| "-".into()),
+        )?;
+        row(
+            out,
+            "address",
+            if p.addresses.is_empty() {
+                "-".into()
+            } else {
+                join(&p.addresses)
+            },
+        )?;
         let gid = match (&p.gid, p.kind) {
             (Some(c), _) => format!(
                 "{} ({} {}{})",
                 c.index,
                 c.gid_type.as_ref().map_or("type unknown", |t| t.as_str()),
                 gid::gid_addr(&c.gid),
-                if c.pinned { format!(", pinned by {GID_INDEX_ENV}") } else { String::new() }
+                if c.pinned {
+                    format!(", pinned by {GID_INDEX_ENV}")
+                } else {
+                    String::new()
+                }
             ),
             (None, DeviceKind::Soft) => "- (soft device: the GID is the address)".into(),
             (None, DeviceKind::Rdma) => "-".into(),
@@ -234,7 +267,14 @@ pub fn write_text(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
         row(
             out,
             "siblings",
-            if p.siblings.is_empty() { "-".into() } else { format!("{} (same physical port, another PCIe link)", join(&p.siblings)) },
+            if p.siblings.is_empty() {
+                "-".into()
+            } else {
+                format!(
+                    "{} (same physical port, another PCIe link)",
+                    join(&p.siblings)
+                )
+            },
         )?;
         for d in diagnostics(topo, p) {
             let tag = match d.severity {
@@ -327,6 +367,10 @@ pub fn write_json(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
 /// Errors: discovery errors (naming the path, device, port or variable), and write errors.
 pub fn run_report(opts: &DiscoverOptions, json: bool, out: &mut dyn Write) -> crate::Result<()> {
     let topo = super::Topology::discover(opts)?;
-    let r = if json { write_json(&topo, out) } else { write_text(&topo, out) };
+    let r = if json {
+        write_json(&topo, out)
+    } else {
+        write_text(&topo, out)
+    };
     r.map_err(|e| crate::Error::io("writing the topology report", e))
 }

@@ -1,7 +1,9 @@
 //! Soft device ports: on a machine with no RDMA device, every netdev with an address is a
 //! device of rdmesh's soft RoCEv2 provider, named `soft_<netdev>` with one port (as rxe binds
-//! a device to a netdev). Loopback interfaces are left out: an address such as 127.0.0.1 is on
-//! every machine, so it never identifies a link to a peer.
+//! a device to a netdev). Left out, because their addresses never identify a link to a peer:
+//! loopback interfaces (127.0.0.1 is on every machine) and netdevs whose only addresses are
+//! IPv6 link-local (`fe80::/10`, which the kernel gives every interface that is up). IPv4
+//! link-local addresses (169.254.0.0/16, as DGX Spark's netplan assigns) count.
 //!
 //! A soft port has no GID table: its RoCE v2 GID is its address (IPv4-mapped for IPv4), so
 //! `gid` is `None` and nothing needs choosing.
@@ -19,22 +21,33 @@ pub fn soft_device_name(netdev: &str) -> String {
     format!("soft_{netdev}")
 }
 
-/// One soft port per non-loopback netdev of `addrs` that has an address, with what
+/// Whether `ip` is an IPv6 link-local address (`fe80::/10`).
+pub fn is_ipv6_link_local(ip: std::net::IpAddr) -> bool {
+    matches!(ip, std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+}
+
+/// One soft port per non-loopback netdev of `addrs` that has an address other than an IPv6
+/// link-local one, with what
 /// `<sysfs_root>/class/net/<netdev>` says about it (MTU, speed, carrier, PCI function).
 ///
 /// Errors: malformed netdev attributes ([`super::TopoError::Parse`]).
 pub fn soft_ports(sysfs_root: &Path, addrs: &[NetdevAddrs]) -> Result<Vec<Port>> {
     let mut out = Vec::new();
     for na in addrs {
-        if na.addrs.is_empty() || na.loopback {
+        if na.loopback || na.addrs.iter().all(|a| is_ipv6_link_local(a.ip)) {
             continue;
         }
         let nd = read_netdev(sysfs_root, &na.name)?;
         if nd.is_loopback() {
             continue;
         }
-        let sysfs_knows_link = nd.carrier.is_some() || nd.operstate.as_deref().is_some_and(|s| s != "unknown");
-        let link_up = if sysfs_knows_link { nd.link_up() } else { na.up && na.lower_up };
+        let sysfs_knows_link =
+            nd.carrier.is_some() || nd.operstate.as_deref().is_some_and(|s| s != "unknown");
+        let link_up = if sysfs_knows_link {
+            nd.link_up()
+        } else {
+            na.up && na.lower_up
+        };
         let pcie = match &nd.device_dir {
             Some(d) => read_pcie_link(d)?,
             None => None,

@@ -26,7 +26,11 @@ pub fn read_attr(path: &Path) -> Option<String> {
 /// Reads an attribute and parses it as a decimal number; absent/unreadable → `Ok(None)`.
 ///
 /// Errors: [`TopoError::Parse`] naming the path when the text is not a number.
-pub fn read_num<T: std::str::FromStr>(path: &Path, what: &'static str, expected: &'static str) -> Result<Option<T>> {
+pub fn read_num<T: std::str::FromStr>(
+    path: &Path,
+    what: &'static str,
+    expected: &'static str,
+) -> Result<Option<T>> {
     match read_attr(path) {
         None => Ok(None),
         Some(v) => v.parse().map(Some).map_err(|_| TopoError::Parse {
@@ -236,9 +240,13 @@ pub fn read_gid_table(port_dir: &Path) -> Result<Vec<GidEntry>> {
     let gids = port_dir.join("gids");
     let mut out = Vec::new();
     for name in list_dir(&gids, "GID table")? {
-        let Ok(index) = name.parse::<u32>() else { continue };
+        let Ok(index) = name.parse::<u32>() else {
+            continue;
+        };
         let path = gids.join(&name);
-        let Some(text) = read_attr(&path) else { continue };
+        let Some(text) = read_attr(&path) else {
+            continue;
+        };
         let gid = parse_gid(&text).ok_or_else(|| TopoError::Parse {
             path: path.clone(),
             what: "GID",
@@ -251,7 +259,8 @@ pub fn read_gid_table(port_dir: &Path) -> Result<Vec<GidEntry>> {
         let gid_type = read_attr(&port_dir.join("gid_attrs/types").join(&name))
             .filter(|s| !s.is_empty())
             .map(|s| GidType::parse(&s));
-        let ndev = read_attr(&port_dir.join("gid_attrs/ndevs").join(&name)).filter(|s| !s.is_empty());
+        let ndev =
+            read_attr(&port_dir.join("gid_attrs/ndevs").join(&name)).filter(|s| !s.is_empty());
         out.push(GidEntry {
             index,
             gid,
@@ -270,7 +279,10 @@ mod test {
     #[test]
     fn port_state_text() {
         let s = PortState::parse("4: ACTIVE\n").unwrap();
-        assert_eq!((s.code, s.name.as_str(), s.is_active()), (4, "ACTIVE", true));
+        assert_eq!(
+            (s.code, s.name.as_str(), s.is_active()),
+            (4, "ACTIVE", true)
+        );
         let s = PortState::parse("1: DOWN").unwrap();
         assert!(!s.is_active());
         assert!(PortState::parse("ACTIVE").is_none());

@@ -92,9 +92,9 @@ pub struct Device {
 }
 
 impl Device {
-    /// Lists the devices of this machine: one soft device per interface address that is up.
+    /// Lists the devices of this machine: one soft device per interface address
+    /// (interface MTUs from `/sys/class/net`).
     ///
-    /// `sysfs_root` is normally `/sys` (used for interface MTUs).
     /// Errors: [`Error::Io`] when the interface list cannot be read.
     pub fn list() -> Result<Vec<DeviceInfo>> {
         list_soft_devices(&PathBuf::from("/sys"))
@@ -159,11 +159,15 @@ impl Device {
     }
 }
 
+/// The device whose interface owns `addr`: an exact address match, or a loopback interface
+/// whose prefix contains it (all of 127.0.0.0/8 is local on `lo`).
 fn find_device_for(addr: IpAddr) -> Option<DeviceInfo> {
-    list_soft_devices(&PathBuf::from("/sys"))
-        .ok()?
-        .into_iter()
-        .find(|d| d.addr == addr)
+    let devices = list_soft_devices(&PathBuf::from("/sys")).ok()?;
+    if let Some(d) = devices.iter().find(|d| d.addr == addr) {
+        return Some(d.clone());
+    }
+    let lo = devices.iter().find(|d| d.addr.is_loopback() && addr.is_loopback() && d.addr.is_ipv4() == addr.is_ipv4())?;
+    Some(DeviceInfo { addr, name: lo.name.clone(), ..lo.clone() })
 }
 
 fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {

@@ -477,3 +477,51 @@ fn rnr_retry_exhaustion() {
         "RNR is not an error for the responder"
     );
 }
+
+#[test]
+fn stale_duplicate_read_does_not_block_new_reads() {
+    // max_dest_rd_atomic = 4: the fifth READ reuses the resource of the first.
+    let mut p = pair(Mtu::Mtu256, 8192);
+    p.a.post_send(send_wqe(
+        0,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A, 300, KEY_A)],
+        BASE_B,
+        KEY_B,
+    ))
+    .unwrap();
+    assert!(p.transmit(Dir::AtoB));
+    let first_read = p.a_to_b.front().unwrap().clone();
+    p.settle();
+    assert_eq!(p.send_completions(Dir::AtoB).len(), 1);
+    // A late duplicate of the first READ arrives: B queues a replay but does not send it yet.
+    p.deliver(Dir::AtoB, &first_read);
+    for i in 1..=4u64 {
+        let off = i * 1024;
+        p.a.post_send(send_wqe(
+            i,
+            SendOpcode::RdmaRead,
+            &[sge(BASE_A + off, 300, KEY_A)],
+            BASE_B + off,
+            KEY_B,
+        ))
+        .unwrap();
+    }
+    while p.transmit(Dir::AtoB) {}
+    while let Some(pkt) = p.a_to_b.pop_front() {
+        p.deliver(Dir::AtoB, &pkt);
+    }
+    p.run();
+    let wcs = p.send_completions(Dir::AtoB);
+    assert_eq!(wcs.len(), 4);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success));
+    assert_eq!(p.b.state(), QpState::Rts);
+    assert_eq!(p.b.counters().naks_sent, NakCounters::default());
+    for i in 1..=4u64 {
+        let off = i * 1024;
+        assert_eq!(
+            p.mem_a.bytes(KEY_A, BASE_A + off, 300),
+            p.mem_b.bytes(KEY_B, BASE_B + off, 300)
+        );
+    }
+}

@@ -4,7 +4,7 @@
 mod basic;
 mod errors;
 mod loss;
-mod prop;
+mod property;
 
 use std::collections::VecDeque;
 use std::vec;

@@ -55,7 +55,7 @@ fn msg() -> impl Strategy<Value = Msg> {
         ],
         prop_oneof![0u32..8, 0u32..3000, 200u32..600],
         0u32..40,
-        prop::bool::weighted(0.8),
+        proptest::bool::weighted(0.8),
     )
         .prop_map(|(from_a, kind, len, slack, signaled)| Msg {
             from_a,
@@ -107,7 +107,13 @@ impl Sim {
             } else {
                 (&mut p.mem_b, &mut p.mem_a)
             };
-            src.add(SRC_KEY + i as u32, addr(i), m.len as usize, Access::ALL, pattern(i as u8));
+            src.add(
+                SRC_KEY + i as u32,
+                addr(i),
+                m.len as usize,
+                Access::ALL,
+                pattern(i as u8),
+            );
             let dst_len = (m.len + m.slack) as usize;
             dst.add(DST_KEY + i as u32, addr(i), dst_len, Access::ALL, |_| 0xee);
             if matches!(m.kind, Kind::Send | Kind::SendImm | Kind::WriteImm) {
@@ -148,7 +154,11 @@ impl Sim {
         );
         w.imm = 0x1000_0000 | i32;
         w.signaled = m.signaled;
-        let qp = if m.from_a { &mut self.p.a } else { &mut self.p.b };
+        let qp = if m.from_a {
+            &mut self.p.a
+        } else {
+            &mut self.p.b
+        };
         qp.post_send(w).expect("send queue has room");
     }
 
@@ -166,7 +176,8 @@ impl Sim {
             vec![sge(addr(i), m.len + m.slack, DST_KEY + i as u32)]
         };
         let qp = if on_a { &mut self.p.a } else { &mut self.p.b };
-        qp.post_recv(recv_wqe(1000 + i as u64, &sges)).expect("receive queue has room");
+        qp.post_recv(recv_wqe(1000 + i as u64, &sges))
+            .expect("receive queue has room");
     }
 
     fn quiescent(&self) -> bool {
@@ -197,7 +208,7 @@ impl Sim {
                 if idx != 0 || fate < 6 {
                     self.faults_left -= 1;
                 }
-                let pkt = if fate >= 3 && fate < 6 {
+                let pkt = if (3..6).contains(&fate) {
                     q[idx].clone()
                 } else {
                     q.remove(idx).expect("index in range")
@@ -253,7 +264,9 @@ impl Sim {
                     ok_wc(i as u64, op, m.len, if on_a { QPN_A } else { QPN_B })
                 })
                 .collect();
-            let got = self.p.send_completions(if on_a { Dir::AtoB } else { Dir::BtoA });
+            let got = self
+                .p
+                .send_completions(if on_a { Dir::AtoB } else { Dir::BtoA });
             prop_assert_eq!(got, want);
             // Receive completions at this side: messages from the other side, in order.
             let want: Vec<WorkCompletion> = self.recv_for[usize::from(!on_a)]
@@ -277,7 +290,9 @@ impl Sim {
                     }
                 })
                 .collect();
-            let got = self.p.recv_completions(if on_a { Dir::AtoB } else { Dir::BtoA });
+            let got = self
+                .p
+                .recv_completions(if on_a { Dir::AtoB } else { Dir::BtoA });
             prop_assert_eq!(got, want);
         }
         // Data: every destination byte equals the source and was written exactly once; the
@@ -291,8 +306,17 @@ impl Sim {
                 (&self.p.mem_b, &self.p.mem_a)
             };
             let (sk, dk, n) = (SRC_KEY + i as u32, DST_KEY + i as u32, m.len as usize);
-            prop_assert_eq!(dst.bytes(dk, addr(i), n), src.bytes(sk, addr(i), n), "message {}", i);
-            prop_assert!(dst.region(dk).writes[..n].iter().all(|&c| c == 1), "message {} written once", i);
+            prop_assert_eq!(
+                dst.bytes(dk, addr(i), n),
+                src.bytes(sk, addr(i), n),
+                "message {}",
+                i
+            );
+            prop_assert!(
+                dst.region(dk).writes[..n].iter().all(|&c| c == 1),
+                "message {} written once",
+                i
+            );
             prop_assert!(dst.region(dk).writes[n..].iter().all(|&c| c == 0));
             prop_assert!(src.region(sk).writes.iter().all(|&c| c == 0));
         }
@@ -305,9 +329,9 @@ proptest! {
 
     #[test]
     fn faults_never_lose_or_repeat_messages(
-        msgs in prop::collection::vec(msg(), 1..20),
-        actions in prop::collection::vec(action(), 0..600),
-        mtu in prop::sample::select(Mtu::ALL.to_vec()),
+        msgs in proptest::collection::vec(msg(), 1..20),
+        actions in proptest::collection::vec(action(), 0..600),
+        mtu in proptest::sample::select(Mtu::ALL.to_vec()),
         psn_ab in any::<u32>(),
         psn_ba in prop_oneof![any::<u32>(), Just(0xff_fff0u32)],
     ) {
@@ -317,11 +341,5 @@ proptest! {
         }
         sim.finish();
         sim.check()?;
-        let (a, b) = (sim.p.a.counters(), sim.p.b.counters());
-        std::eprintln!("STATS faults_used={} retx={} to={} seqnak={} rnr={} implied={} dup={} ooo={} ghost={} drop={}",
-            6 - sim.faults_left, a.retransmitted_packets + b.retransmitted_packets, a.timeouts + b.timeouts,
-            a.naks_sent.psn_sequence + b.naks_sent.psn_sequence, a.naks_sent.rnr + b.naks_sent.rnr,
-            a.implied_naks + b.implied_naks, a.duplicate_requests + b.duplicate_requests,
-            a.out_of_sequence_requests + b.out_of_sequence_requests, a.ghost_responses + b.ghost_responses, a.dropped_packets + b.dropped_packets);
     }
 }

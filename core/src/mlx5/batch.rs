@@ -1,0 +1,294 @@
+//! Doorbell batching as an explicit policy: which WQEs are signaled, which payloads go
+//! inline, when the doorbell rings, and whether a lone small WQE goes out by BlueFlame.
+//!
+//! Knobs ([`BatchPolicy`]):
+//! - `max_batch` (N): ring the doorbell once N WQEs are pending (1 = ring on every post, as
+//!   one `ibv_post_send` per WR does); [`Batcher::flush`] rings for fewer.
+//! - `signal_every` (K): every K-th WQE is signaled (`CQ_UPDATE`), the others are not;
+//!   a CQE for a signaled WQE retires every WQE before it (rdma-core / Linux semantics), so
+//!   K must not exceed the ring's WQE capacity or the queue can fill with unretirable WQEs.
+//! - `inline_threshold`: SEND / WRITE payloads of at most this many bytes whose bytes the
+//!   caller supplies are copied into the WQE (verbs `IBV_SEND_INLINE`), saving the device a
+//!   DMA read; 0 = never.
+//! - `bf`: [`BfMode`] — BlueFlame for a single small WQE (the whole WQE is written through the
+//!   write-combining register, so the device need not fetch it) or always the 8-byte doorbell.
+//!
+//! The policy is pure: for a given sequence of posts the writes ([`Effect`] lists) and WQE
+//! bytes are fully determined, which the tests check.
+//!
+//! [`Effect`]: super::doorbell::Effect
+
+use super::doorbell::{BfMode, Bfreg, Effects};
+use super::sq::{Posted, SqWriter};
+use super::wqe::{Payload, SendFlags, SendWr, Sge, TransportSeg, WrOp};
+use super::{Error, Result};
+
+/// The batching knobs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BatchPolicy {
+    /// WQEs per doorbell (N ≥ 1).
+    pub max_batch: u16,
+    /// Signal one WQE in every K (K ≥ 1).
+    pub signal_every: u16,
+    /// Largest payload, in bytes, sent inline (0 = never).
+    pub inline_threshold: u16,
+    /// BlueFlame use for a batch of one WQE.
+    pub bf: BfMode,
+}
+
+impl Default for BatchPolicy {
+    /// rdma-core's behaviour for one `ibv_post_send` per signaled WR: N = 1, K = 1, no
+    /// inline, BlueFlame preferred.
+    fn default() -> Self {
+        BatchPolicy {
+            max_batch: 1,
+            signal_every: 1,
+            inline_threshold: 0,
+            bf: BfMode::Prefer,
+        }
+    }
+}
+
+/// One post as the application sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Post<'a> {
+    /// The operation.
+    pub op: WrOp,
+    /// The gather list.
+    pub sges: &'a [Sge],
+    /// The payload bytes (the contents of `sges`), when the caller can supply them; needed
+    /// for inline sends.
+    pub bytes: Option<&'a [u8]>,
+    /// Solicited event.
+    pub solicited: bool,
+    /// Fence.
+    pub fence: bool,
+    /// Signal this WQE regardless of K (e.g. the last of a transfer).
+    pub force_signal: bool,
+    /// Datagram / Ethernet segment for UD / raw-packet QPs.
+    pub transport: TransportSeg<'a>,
+}
+
+impl<'a> Post<'a> {
+    /// A post of `op` over `sges` with no flags.
+    pub const fn new(op: WrOp, sges: &'a [Sge]) -> Post<'a> {
+        Post {
+            op,
+            sges,
+            bytes: None,
+            solicited: false,
+            fence: false,
+            force_signal: false,
+            transport: TransportSeg::None,
+        }
+    }
+}
+
+/// Applies a [`BatchPolicy`] to an [`SqWriter`] and a [`Bfreg`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batcher {
+    policy: BatchPolicy,
+    bfreg: Bfreg,
+    since_signal: u16,
+    pending: u16,
+}
+
+impl Batcher {
+    /// A batcher ringing through `bfreg`.
+    ///
+    /// # Errors
+    /// [`Error::BadField`] when `max_batch` or `signal_every` is 0.
+    pub fn new(policy: BatchPolicy, bfreg: Bfreg) -> Result<Batcher> {
+        if policy.max_batch == 0 || policy.signal_every == 0 {
+            return Err(Error::BadField);
+        }
+        Ok(Batcher {
+            policy,
+            bfreg,
+            since_signal: 0,
+            pending: 0,
+        })
+    }
+
+    /// The policy.
+    pub const fn policy(&self) -> BatchPolicy {
+        self.policy
+    }
+
+    /// WQEs written but not yet announced by a doorbell.
+    pub const fn pending(&self) -> u16 {
+        self.pending
+    }
+
+    /// `true` when `p` would be sent inline under this policy.
+    pub fn goes_inline(&self, p: &Post<'_>) -> bool {
+        let op_ok = matches!(
+            p.op,
+            WrOp::Send
+                | WrOp::SendImm { .. }
+                | WrOp::SendInval { .. }
+                | WrOp::RdmaWrite { .. }
+                | WrOp::RdmaWriteImm { .. }
+        );
+        matches!(p.bytes, Some(b) if !b.is_empty() && b.len() <= self.policy.inline_threshold as usize)
+            && op_ok
+    }
+
+    /// Posts one WQE under the policy; returns what was written and, when the batch reached
+    /// `max_batch`, the doorbell effects to execute.
+    ///
+    /// # Errors
+    /// Those of [`SqWriter::post`] (the batcher's state is unchanged on error; flush pending
+    /// WQEs and retire completions after [`Error::RingFull`]).
+    pub fn post(
+        &mut self,
+        sq: &mut SqWriter<'_>,
+        p: &Post<'_>,
+    ) -> Result<(Posted, Option<Effects>)> {
+        let signaled = p.force_signal || self.since_signal + 1 >= self.policy.signal_every;
+        let payload = match p.bytes {
+            Some(b) if self.goes_inline(p) => Payload::Inline(b),
+            _ => Payload::Gather(p.sges),
+        };
+        let wr = SendWr {
+            op: p.op,
+            flags: SendFlags {
+                signaled,
+                solicited: p.solicited,
+                fence: p.fence,
+            },
+            transport: p.transport,
+            payload,
+        };
+        let posted = sq.post(&wr)?;
+        self.since_signal = if signaled { 0 } else { self.since_signal + 1 };
+        self.pending += 1;
+        let ring = if self.pending >= self.policy.max_batch {
+            self.flush(sq)
+        } else {
+            None
+        };
+        Ok((posted, ring))
+    }
+
+    /// Rings the doorbell for the pending WQEs, if any.
+    pub fn flush(&mut self, sq: &mut SqWriter<'_>) -> Option<Effects> {
+        self.pending = 0;
+        let b = sq.take_batch()?;
+        Some(self.bfreg.ring_send(&b, self.policy.bf))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::mlx5::ctrl::CtrlSeg;
+    use crate::mlx5::doorbell::{BfregConfig, Effect};
+    use crate::mlx5::QpType;
+
+    fn policy(n: u16, k: u16, inl: u16, bf: BfMode) -> BatchPolicy {
+        BatchPolicy {
+            max_batch: n,
+            signal_every: k,
+            inline_threshold: inl,
+            bf,
+        }
+    }
+
+    #[test]
+    fn test_batch_of_four_signal_every_two() {
+        let mut ring = [0u8; 16 * 64];
+        let mut sq = SqWriter::new(&mut ring, 3, QpType::Rc).unwrap();
+        let mut b = Batcher::new(
+            policy(4, 2, 0, BfMode::Prefer),
+            Bfreg::new(BfregConfig::blueflame(0x800, 256)),
+        )
+        .unwrap();
+        let sge = [Sge {
+            addr: 0x1000,
+            lkey: 1,
+            len: 64,
+        }];
+        let op = WrOp::RdmaWrite {
+            raddr: 0x2000,
+            rkey: 2,
+        };
+        let mut rings = 0;
+        for i in 0..8u16 {
+            let (p, e) = b.post(&mut sq, &Post::new(op, &sge)).unwrap();
+            assert_eq!(p.wqe_index, i);
+            if let Some(e) = e {
+                rings += 1;
+                assert_eq!(i % 4, 3);
+                // Four WQEs: never BlueFlame; the 8-byte doorbell carries WQE i's ctrl head.
+                assert_eq!(
+                    e[4],
+                    Effect::Mmio64 {
+                        offset: 0x800 + if rings == 1 { 0 } else { 256 },
+                        value: [0, 0, i as u8, 0x08, 0, 0, 3, 3]
+                    }
+                );
+            }
+        }
+        assert_eq!(rings, 2);
+        let signaled: heapless::Vec<bool, 8> = (0..8)
+            .map(|i| {
+                CtrlSeg::new_unchecked(&sq.ring()[i * 64..])
+                    .fm_ce_se()
+                    .signaled()
+            })
+            .collect();
+        assert_eq!(
+            signaled,
+            [false, true, false, true, false, true, false, true]
+        );
+        assert!(b.flush(&mut sq).is_none());
+    }
+
+    #[test]
+    fn test_inline_threshold_and_single_blueflame() {
+        let mut ring = [0u8; 16 * 64];
+        let mut sq = SqWriter::new(&mut ring, 3, QpType::Rc).unwrap();
+        let mut b = Batcher::new(
+            policy(1, 1, 32, BfMode::Inline),
+            Bfreg::new(BfregConfig::blueflame(0x800, 256)),
+        )
+        .unwrap();
+        let data = [7u8; 32];
+        let sge = [Sge {
+            addr: 0x1000,
+            lkey: 1,
+            len: 32,
+        }];
+        let mut p = Post::new(WrOp::Send, &sge);
+        p.bytes = Some(&data);
+        assert!(b.goes_inline(&p));
+        let (posted, e) = b.post(&mut sq, &p).unwrap();
+        assert_eq!(posted.ds, 4); // ctrl + inline(36 -> 48 B)
+        let e = e.unwrap();
+        assert_eq!(
+            e[4],
+            Effect::BlueFlame {
+                offset: 0x800,
+                wqe_index: 0,
+                chunks: 1
+            }
+        );
+        // 33 bytes: above the threshold, gather list, plain doorbell under BfMode::Inline.
+        let data = [7u8; 33];
+        p.bytes = Some(&data);
+        assert!(!b.goes_inline(&p));
+        let (posted, e) = b.post(&mut sq, &p).unwrap();
+        assert_eq!(posted.ds, 2);
+        assert!(matches!(
+            e.unwrap()[4],
+            Effect::Mmio64 { offset: 0x900, .. }
+        ));
+        // READ never goes inline.
+        let mut r = Post::new(WrOp::RdmaRead { raddr: 0, rkey: 0 }, &sge);
+        r.bytes = Some(&data[..4]);
+        assert!(!b.goes_inline(&r));
+        assert!(Batcher::new(policy(0, 1, 0, BfMode::Off), b.bfreg).is_err());
+    }
+}
