@@ -40,16 +40,30 @@ impl Capture {
     /// Errors: [`Error::Pcap`] naming the path.
     pub fn create(path: &Path) -> Result<Arc<Capture>> {
         let shown = path.display().to_string();
-        let file = File::create(path).map_err(|e| Error::Pcap { path: shown.clone(), reason: e.to_string() })?;
-        let header = PcapHeader { datalink: DataLink::ETHERNET, ..Default::default() };
-        let writer = PcapWriter::with_header(file, header).map_err(|e| Error::Pcap { path: shown.clone(), reason: e.to_string() })?;
-        Ok(Arc::new(Capture { path: shown, writer: Mutex::new(writer) }))
+        let file = File::create(path).map_err(|e| Error::Pcap {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        let header = PcapHeader {
+            datalink: DataLink::ETHERNET,
+            ..Default::default()
+        };
+        let writer = PcapWriter::with_header(file, header).map_err(|e| Error::Pcap {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Arc::new(Capture {
+            path: shown,
+            writer: Mutex::new(writer),
+        }))
     }
 
     /// Records one RoCEv2 packet: `udp_payload` (BTH .. ICRC) sent from `src` to `dst` with IP TOS `tos`.
     pub fn record(&self, src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) {
         let frame = frame(src, dst, tos, udp_payload);
-        let ts = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         let pkt = PcapPacket::new(ts, frame.len() as u32, &frame);
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = w.write_packet(&pkt) {
@@ -87,15 +101,25 @@ pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) -> V
         dst: [0; 6],
         src: [0; 6],
         vlan: None,
-        ethertype: if matches!(ip, IpRepr::V4(_)) { ethernet::ETHERTYPE_IPV4 } else { ethernet::ETHERTYPE_IPV6 },
+        ethertype: if matches!(ip, IpRepr::V4(_)) {
+            ethernet::ETHERTYPE_IPV4
+        } else {
+            ethernet::ETHERTYPE_IPV6
+        },
     };
     let eth_len = eth.buffer_len();
     let ip_len = ip.header_len();
     let mut buf = vec![0u8; eth_len + ip_len + usize::from(udp_len)];
     eth.emit(&mut ethernet::Packet::new_unchecked(&mut buf[..]));
-    ip.emit(&mut buf[eth_len..]).expect("buffer sized for the IP header");
+    ip.emit(&mut buf[eth_len..])
+        .expect("buffer sized for the IP header");
     let udp_buf = &mut buf[eth_len + ip_len..];
-    let repr = UdpRepr { src_port: src.port(), dst_port: dst.port(), payload_len: udp_payload.len() as u16, checksum: 0 };
+    let repr = UdpRepr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len: udp_payload.len() as u16,
+        checksum: 0,
+    };
     let mut pkt = udp::Packet::new_unchecked(&mut udp_buf[..]);
     repr.emit(&mut pkt);
     pkt.payload_mut()[..udp_payload.len()].copy_from_slice(udp_payload);

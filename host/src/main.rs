@@ -10,7 +10,10 @@ fn main() {
         .or_else(|| std::env::var("RDMESH_LOG").ok())
         .unwrap_or_else(|| "warn".into());
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&filter)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
         .with_writer(std::io::stderr)
         .init();
     if let Err(e) = rdmesh_host::cli::run(cli) {

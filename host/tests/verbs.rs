@@ -19,7 +19,11 @@ fn lo(n: u8) -> IpAddr {
 }
 
 fn end(addr: IpAddr, access: AccessFlags, len: usize) -> End {
-    let dev = Device::open_soft(SoftConfig { udp_port: 0, ..SoftConfig::new(addr) }).unwrap();
+    let dev = Device::open_soft(SoftConfig {
+        udp_port: 0,
+        ..SoftConfig::new(addr)
+    })
+    .unwrap();
     let pd = dev.alloc_pd();
     let mr = pd.register(len, access).unwrap();
     let cq = dev.create_cq(1024);
@@ -38,7 +42,10 @@ fn end(addr: IpAddr, access: AccessFlags, len: usize) -> End {
 fn rtr(to: &End) -> QpAttr {
     QpAttr {
         qp_state: Some(QpState::Rtr),
-        ah_attr: Some(AhAttr { dgid: to.dev.local_addr().ip(), udp_port: to.dev.local_addr().port() }),
+        ah_attr: Some(AhAttr {
+            dgid: to.dev.local_addr().ip(),
+            udp_port: to.dev.local_addr().port(),
+        }),
         path_mtu: Some(Mtu::Mtu1024),
         dest_qp_num: Some(to.qp.qp_num()),
         rq_psn: Some(0xfffff0), // wraps past 2^24 within the first messages
@@ -71,7 +78,8 @@ fn pair(n: u8, access: AccessFlags) -> (End, End) {
 }
 
 fn wait(cq: &CompletionQueue) -> WorkCompletion {
-    cq.wait_one(Duration::from_secs(10)).expect("a completion within 10 s")
+    cq.wait_one(Duration::from_secs(10))
+        .expect("a completion within 10 s")
 }
 
 const RW: AccessFlags = AccessFlags::ALL;
@@ -83,7 +91,10 @@ fn transitions_name_what_is_missing() {
     attr.rq_psn = None;
     attr.min_rnr_timer = None;
     let e = a.qp.modify(&attr).unwrap_err().to_string();
-    assert!(e.contains("rq_psn") && e.contains("min_rnr_timer") && e.contains("missing"), "{e}");
+    assert!(
+        e.contains("rq_psn") && e.contains("min_rnr_timer") && e.contains("missing"),
+        "{e}"
+    );
     let mut attr = rtr(&a);
     attr.sq_psn = Some(1);
     let e = a.qp.modify(&attr).unwrap_err().to_string();
@@ -99,7 +110,10 @@ fn transitions_name_what_is_missing() {
     r.retry_cnt = Some(9);
     let e = a.qp.modify(&r).unwrap_err().to_string();
     assert!(e.contains("retry_cnt = 9"), "{e}");
-    let e = a.qp.post_send(&[SendWr::new(5, WrOpcode::Send, vec![])]).unwrap_err().to_string();
+    let e =
+        a.qp.post_send(&[SendWr::new(5, WrOpcode::Send, vec![])])
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("RTS") && e.contains("wr_id 5"), "{e}");
 }
 
@@ -108,53 +122,139 @@ fn write_send_read_with_immediate() {
     let (a, b) = pair(3, RW);
     let msg: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
     a.mr.write(0, &msg).unwrap();
-    b.qp.post_recv(&[RecvWr { wr_id: 77, sg_list: vec![Sge { addr: b.mr.addr() + 8192, length: 8192, lkey: b.mr.lkey() }] }]).unwrap();
-    b.qp.post_recv(&[RecvWr { wr_id: 78, sg_list: vec![Sge { addr: b.mr.addr() + 65536, length: 16, lkey: b.mr.lkey() }] }]).unwrap();
-    let sge = Sge { addr: a.mr.addr(), length: 5000, lkey: a.mr.lkey() };
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 77,
+        sg_list: vec![Sge {
+            addr: b.mr.addr() + 8192,
+            length: 8192,
+            lkey: b.mr.lkey(),
+        }],
+    }])
+    .unwrap();
+    b.qp.post_recv(&[RecvWr {
+        wr_id: 78,
+        sg_list: vec![Sge {
+            addr: b.mr.addr() + 65536,
+            length: 16,
+            lkey: b.mr.lkey(),
+        }],
+    }])
+    .unwrap();
+    let sge = Sge {
+        addr: a.mr.addr(),
+        length: 5000,
+        lkey: a.mr.lkey(),
+    };
     a.qp.post_send(&[
-        SendWr::new(1, WrOpcode::RdmaWrite { remote_addr: b.mr.addr() + 100, rkey: b.mr.rkey() }, vec![sge]),
+        SendWr::new(
+            1,
+            WrOpcode::RdmaWrite {
+                remote_addr: b.mr.addr() + 100,
+                rkey: b.mr.rkey(),
+            },
+            vec![sge],
+        ),
         SendWr::new(2, WrOpcode::SendWithImm(0xdeadbeef), vec![sge]),
-        SendWr::new(3, WrOpcode::RdmaWriteWithImm { remote_addr: b.mr.addr() + 20000, rkey: b.mr.rkey(), imm: 0x1234 }, vec![sge]),
+        SendWr::new(
+            3,
+            WrOpcode::RdmaWriteWithImm {
+                remote_addr: b.mr.addr() + 20000,
+                rkey: b.mr.rkey(),
+                imm: 0x1234,
+            },
+            vec![sge],
+        ),
     ])
     .unwrap();
     let got: Vec<_> = (0..3).map(|_| wait(&a.cq)).collect();
-    assert_eq!(got.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect::<Vec<_>>(), vec![
-        (1, WcStatus::Success, WcOpcode::RdmaWrite),
-        (2, WcStatus::Success, WcOpcode::Send),
-        (3, WcStatus::Success, WcOpcode::RdmaWrite)
-    ]);
+    assert_eq!(
+        got.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, WcStatus::Success, WcOpcode::RdmaWrite),
+            (2, WcStatus::Success, WcOpcode::Send),
+            (3, WcStatus::Success, WcOpcode::RdmaWrite)
+        ]
+    );
     let r1 = wait(&b.cq);
-    assert_eq!((r1.wr_id, r1.opcode, r1.byte_len, r1.imm_data), (77, WcOpcode::Recv, 5000, Some(0xdeadbeef)));
+    assert_eq!(
+        (r1.wr_id, r1.opcode, r1.byte_len, r1.imm_data),
+        (77, WcOpcode::Recv, 5000, Some(0xdeadbeef))
+    );
     let r2 = wait(&b.cq);
-    assert_eq!((r2.wr_id, r2.opcode, r2.imm_data), (78, WcOpcode::RecvRdmaWithImm, Some(0x1234)));
+    assert_eq!(
+        (r2.wr_id, r2.opcode, r2.imm_data),
+        (78, WcOpcode::RecvRdmaWithImm, Some(0x1234))
+    );
     let mut back = vec![0u8; 5000];
     for off in [100usize, 8192, 20000] {
         b.mr.read(off, &mut back).unwrap();
         assert_eq!(back, msg, "data at offset {off}");
     }
     // READ it back into a's buffer at 200000.
-    a.qp.post_send(&[SendWr::new(4, WrOpcode::RdmaRead { remote_addr: b.mr.addr() + 100, rkey: b.mr.rkey() }, vec![Sge { addr: a.mr.addr() + 200000, length: 5000, lkey: a.mr.lkey() }])]).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        4,
+        WrOpcode::RdmaRead {
+            remote_addr: b.mr.addr() + 100,
+            rkey: b.mr.rkey(),
+        },
+        vec![Sge {
+            addr: a.mr.addr() + 200000,
+            length: 5000,
+            lkey: a.mr.lkey(),
+        }],
+    )])
+    .unwrap();
     let w = wait(&a.cq);
-    assert_eq!((w.wr_id, w.status, w.opcode, w.byte_len), (4, WcStatus::Success, WcOpcode::RdmaRead, 5000));
+    assert_eq!(
+        (w.wr_id, w.status, w.opcode, w.byte_len),
+        (4, WcStatus::Success, WcOpcode::RdmaRead, 5000)
+    );
     a.mr.read(200000, &mut back).unwrap();
     assert_eq!(back, msg);
-    assert_eq!(a.dev.counters().icrc_errors + b.dev.counters().icrc_errors, 0);
+    assert_eq!(
+        a.dev.counters().icrc_errors + b.dev.counters().icrc_errors,
+        0
+    );
 }
 
 #[test]
 fn remote_access_violation_writes_nothing() {
     // b's region allows no remote write.
     let a = end(lo(5), RW, 1 << 16);
-    let b = end(lo(6), AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ, 1 << 16);
+    let b = end(
+        lo(6),
+        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        1 << 16,
+    );
     a.qp.modify(&rtr(&b)).unwrap();
     b.qp.modify(&rtr(&a)).unwrap();
     a.qp.modify(&rts(12)).unwrap();
     b.qp.modify(&rts(12)).unwrap();
     a.mr.write(0, &[0xab; 3000]).unwrap();
-    let sge = Sge { addr: a.mr.addr(), length: 3000, lkey: a.mr.lkey() };
+    let sge = Sge {
+        addr: a.mr.addr(),
+        length: 3000,
+        lkey: a.mr.lkey(),
+    };
     a.qp.post_send(&[
-        SendWr::new(1, WrOpcode::RdmaWrite { remote_addr: b.mr.addr(), rkey: b.mr.rkey() }, vec![sge]),
-        SendWr::new(2, WrOpcode::RdmaWrite { remote_addr: b.mr.addr(), rkey: b.mr.rkey() }, vec![sge]),
+        SendWr::new(
+            1,
+            WrOpcode::RdmaWrite {
+                remote_addr: b.mr.addr(),
+                rkey: b.mr.rkey(),
+            },
+            vec![sge],
+        ),
+        SendWr::new(
+            2,
+            WrOpcode::RdmaWrite {
+                remote_addr: b.mr.addr(),
+                rkey: b.mr.rkey(),
+            },
+            vec![sge],
+        ),
     ])
     .unwrap();
     let w = wait(&a.cq);
@@ -162,10 +262,25 @@ fn remote_access_violation_writes_nothing() {
     let w = wait(&a.cq);
     assert_eq!((w.wr_id, w.status), (2, WcStatus::WrFlushErr));
     assert_eq!(a.qp.state(), QpState::Err);
-    assert!(b.mr.with(|m| m.iter().all(|&x| x == 0)), "nothing may be written");
+    assert!(
+        b.mr.with(|m| m.iter().all(|&x| x == 0)),
+        "nothing may be written"
+    );
     // Out of bounds on an allowed region is refused too.
     let (c, d) = pair(7, RW);
-    c.qp.post_send(&[SendWr::new(9, WrOpcode::RdmaWrite { remote_addr: d.mr.addr() + (1 << 20) - 10, rkey: d.mr.rkey() }, vec![Sge { addr: c.mr.addr(), length: 100, lkey: c.mr.lkey() }])]).unwrap();
+    c.qp.post_send(&[SendWr::new(
+        9,
+        WrOpcode::RdmaWrite {
+            remote_addr: d.mr.addr() + (1 << 20) - 10,
+            rkey: d.mr.rkey(),
+        },
+        vec![Sge {
+            addr: c.mr.addr(),
+            length: 100,
+            lkey: c.mr.lkey(),
+        }],
+    )])
+    .unwrap();
     assert_eq!(wait(&c.cq).status, WcStatus::RemAccessErr);
 }
 
@@ -182,7 +297,19 @@ fn corrupted_icrc_is_dropped_and_counted_then_retry_recovers() {
     assert_eq!(b.dev.counters().icrc_errors, 1);
     // Normal traffic is unaffected.
     a.mr.write(0, b"hello").unwrap();
-    a.qp.post_send(&[SendWr::new(1, WrOpcode::RdmaWrite { remote_addr: b.mr.addr(), rkey: b.mr.rkey() }, vec![Sge { addr: a.mr.addr(), length: 5, lkey: a.mr.lkey() }])]).unwrap();
+    a.qp.post_send(&[SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: b.mr.addr(),
+            rkey: b.mr.rkey(),
+        },
+        vec![Sge {
+            addr: a.mr.addr(),
+            length: 5,
+            lkey: a.mr.lkey(),
+        }],
+    )])
+    .unwrap();
     assert_eq!(wait(&a.cq).status, WcStatus::Success);
     let mut got = [0u8; 5];
     b.mr.read(0, &mut got).unwrap();
@@ -199,8 +326,24 @@ fn dead_peer_gives_retry_exceeded() {
     drop(b);
     let _ = addr_b;
     a.qp.post_send(&[
-        SendWr::new(1, WrOpcode::Send, vec![Sge { addr: a.mr.addr(), length: 8, lkey: a.mr.lkey() }]),
-        SendWr::new(2, WrOpcode::Send, vec![Sge { addr: a.mr.addr(), length: 8, lkey: a.mr.lkey() }]),
+        SendWr::new(
+            1,
+            WrOpcode::Send,
+            vec![Sge {
+                addr: a.mr.addr(),
+                length: 8,
+                lkey: a.mr.lkey(),
+            }],
+        ),
+        SendWr::new(
+            2,
+            WrOpcode::Send,
+            vec![Sge {
+                addr: a.mr.addr(),
+                length: 8,
+                lkey: a.mr.lkey(),
+            }],
+        ),
     ])
     .unwrap();
     let w = wait(&a.cq);
@@ -211,11 +354,25 @@ fn dead_peer_gives_retry_exceeded() {
 
 #[test]
 fn bad_bind_and_registration_errors_are_clear() {
-    let e = Device::open_soft(SoftConfig::new("0.0.0.0".parse().unwrap())).unwrap_err().to_string();
+    let e = Device::open_soft(SoftConfig::new("0.0.0.0".parse().unwrap()))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("0.0.0.0") && e.contains("ICRC"), "{e}");
-    let e = Device::open_soft(SoftConfig::new("192.0.2.1".parse().unwrap())).unwrap_err().to_string();
+    let e = Device::open_soft(SoftConfig::new("192.0.2.1".parse().unwrap()))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("192.0.2.1:4791"), "{e}");
-    let d = Device::open_soft(SoftConfig { udp_port: 0, ..SoftConfig::new(lo(14)) }).unwrap();
-    let e = d.alloc_pd().register(64, AccessFlags::REMOTE_WRITE).unwrap_err();
-    assert!(matches!(e, Error::Memory(_)) && e.to_string().contains("LOCAL_WRITE"), "{e}");
+    let d = Device::open_soft(SoftConfig {
+        udp_port: 0,
+        ..SoftConfig::new(lo(14))
+    })
+    .unwrap();
+    let e = d
+        .alloc_pd()
+        .register(64, AccessFlags::REMOTE_WRITE)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Memory(_)) && e.to_string().contains("LOCAL_WRITE"),
+        "{e}"
+    );
 }

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// Path of the release `rdmesh` binary, building it when needed (or `RDMESH_BIN`).
@@ -22,13 +25,23 @@ pub fn rdmesh_bin() -> PathBuf {
     let root = workspace_root();
     BUILD.call_once(|| {
         let st = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-q", "-p", "rdmesh-host", "--bin", "rdmesh"])
+            .args([
+                "build",
+                "--release",
+                "-q",
+                "-p",
+                "rdmesh-host",
+                "--bin",
+                "rdmesh",
+            ])
             .current_dir(&root)
             .status()
             .expect("running cargo build");
         assert!(st.success(), "building the rdmesh binary failed");
     });
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
     target.join("release/rdmesh")
 }
 
@@ -40,7 +53,10 @@ pub fn tools_required() -> bool {
 /// Skips (returns false) or fails when `what` is unavailable.
 pub fn need(available: bool, what: &str) -> bool {
     if !available {
-        assert!(!tools_required(), "{what} is required (RDMESH_REQUIRE_TOOLS=1) but unavailable");
+        assert!(
+            !tools_required(),
+            "{what} is required (RDMESH_REQUIRE_TOOLS=1) but unavailable"
+        );
         eprintln!("SKIPPED: {what} unavailable");
     }
     available
@@ -48,17 +64,29 @@ pub fn need(available: bool, what: &str) -> bool {
 
 /// `true` when `cmd --version`-style probing succeeds.
 pub fn have(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// `true` when running as root.
 pub fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A scratch directory unique to this test.
@@ -71,7 +99,11 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Runs `cmd` to completion within `limit`, killing it on timeout; panics with its output.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawning");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning");
     wait_bounded(child, limit)
 }
 
@@ -88,8 +120,18 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
             buf
         })
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().expect("waiting") {
@@ -105,7 +147,11 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     match status {
-        Some(status) => Output { status, stdout, stderr },
+        Some(status) => Output {
+            status,
+            stdout,
+            stderr,
+        },
         None => panic!(
             "timed out after {limit:?}\nstdout:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&stdout),

@@ -39,7 +39,14 @@ const FIELDS: &[&str] = &[
 
 fn tshark_fields(pcap: &std::path::Path) -> Vec<BTreeMap<String, Option<u64>>> {
     let mut cmd = Command::new("tshark");
-    cmd.args(["-r"]).arg(pcap).args(TSHARK_DECODE).args(["-T", "fields", "-E", "separator=;", "-E", "occurrence=f"]);
+    cmd.args(["-r"]).arg(pcap).args(TSHARK_DECODE).args([
+        "-T",
+        "fields",
+        "-E",
+        "separator=;",
+        "-E",
+        "occurrence=f",
+    ]);
     for f in FIELDS {
         cmd.args(["-e", f]);
     }
@@ -53,7 +60,13 @@ fn tshark_fields(pcap: &std::path::Path) -> Vec<BTreeMap<String, Option<u64>>> {
                 .zip(l.split(';'))
                 .map(|(k, v)| {
                     let v = v.trim();
-                    let n = if v.is_empty() { None } else if let Some(h) = v.strip_prefix("0x") { Some(u64::from_str_radix(h, 16).unwrap()) } else { Some(v.parse().unwrap_or_else(|_| panic!("{k}={v}"))) };
+                    let n = if v.is_empty() {
+                        None
+                    } else if let Some(h) = v.strip_prefix("0x") {
+                        Some(u64::from_str_radix(h, 16).unwrap())
+                    } else {
+                        Some(v.parse().unwrap_or_else(|_| panic!("{k}={v}")))
+                    };
                     (k.to_string(), n)
                 })
                 .collect()
@@ -65,7 +78,10 @@ fn ours(pcap: &std::path::Path) -> Vec<serde_json::Value> {
     let mut cmd = Command::new(rdmesh_bin());
     cmd.args(["pcap", "decode", "--json"]).arg(pcap);
     let out = run_bounded(cmd, Duration::from_secs(60));
-    assert_ok(&out, "rdmesh pcap decode").lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    assert_ok(&out, "rdmesh pcap decode")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// Compares every RoCE frame of `pcap`: tshark's fields against rdmesh's decode. Returns the
@@ -80,20 +96,59 @@ fn compare(pcap: &std::path::Path, what: &str) -> std::collections::BTreeSet<u64
         let get = |k: &str| t[k];
         assert_eq!(get("frame.number"), Some(frame));
         if !m["roce"].as_bool().unwrap() {
-            assert_eq!(get("infiniband.bth.opcode"), None, "{what} frame {frame}: tshark sees RoCE, rdmesh does not: {m}");
+            assert_eq!(
+                get("infiniband.bth.opcode"),
+                None,
+                "{what} frame {frame}: tshark sees RoCE, rdmesh does not: {m}"
+            );
             continue;
         }
-        assert!(m["icrc_valid"].as_bool().unwrap(), "{what} frame {frame} has a bad ICRC: {m}");
-        assert_eq!(get("infiniband.bth.opcode"), m["opcode"].as_u64(), "{what} frame {frame} opcode");
-        assert_eq!(get("infiniband.bth.destqp"), m["dest_qp"].as_u64(), "{what} frame {frame} destqp");
-        assert_eq!(get("infiniband.bth.psn"), m["psn"].as_u64(), "{what} frame {frame} psn");
+        assert!(
+            m["icrc_valid"].as_bool().unwrap(),
+            "{what} frame {frame} has a bad ICRC: {m}"
+        );
+        assert_eq!(
+            get("infiniband.bth.opcode"),
+            m["opcode"].as_u64(),
+            "{what} frame {frame} opcode"
+        );
+        assert_eq!(
+            get("infiniband.bth.destqp"),
+            m["dest_qp"].as_u64(),
+            "{what} frame {frame} destqp"
+        );
+        assert_eq!(
+            get("infiniband.bth.psn"),
+            m["psn"].as_u64(),
+            "{what} frame {frame} psn"
+        );
         let reth = &m["reth"];
-        assert_eq!(get("infiniband.reth.va"), reth["va"].as_u64(), "{what} frame {frame} reth.va");
-        assert_eq!(get("infiniband.reth.r_key"), reth["rkey"].as_u64(), "{what} frame {frame} reth.r_key");
-        assert_eq!(get("infiniband.reth.dmalen"), reth["dma_len"].as_u64(), "{what} frame {frame} reth.dmalen");
+        assert_eq!(
+            get("infiniband.reth.va"),
+            reth["va"].as_u64(),
+            "{what} frame {frame} reth.va"
+        );
+        assert_eq!(
+            get("infiniband.reth.r_key"),
+            reth["rkey"].as_u64(),
+            "{what} frame {frame} reth.r_key"
+        );
+        assert_eq!(
+            get("infiniband.reth.dmalen"),
+            reth["dma_len"].as_u64(),
+            "{what} frame {frame} reth.dmalen"
+        );
         let aeth = &m["aeth"];
-        assert_eq!(get("infiniband.aeth.syndrome"), aeth["syndrome"].as_u64(), "{what} frame {frame} aeth.syndrome");
-        assert_eq!(get("infiniband.aeth.msn"), aeth["msn"].as_u64(), "{what} frame {frame} aeth.msn");
+        assert_eq!(
+            get("infiniband.aeth.syndrome"),
+            aeth["syndrome"].as_u64(),
+            "{what} frame {frame} aeth.syndrome"
+        );
+        assert_eq!(
+            get("infiniband.aeth.msn"),
+            aeth["msn"].as_u64(),
+            "{what} frame {frame} aeth.msn"
+        );
         opcodes.insert(m["opcode"].as_u64().unwrap());
     }
     opcodes
@@ -107,7 +162,10 @@ fn tshark_agrees_on_the_connectx_fixture() {
     let pcap = rdmesh_tests::workspace_root().join("tests/fixtures/roce-rc-send.pcap");
     let mine = ours(&pcap);
     assert_eq!(mine.len(), 123);
-    assert_eq!(mine.iter().filter(|m| m["roce"].as_bool().unwrap()).count(), 105);
+    assert_eq!(
+        mine.iter().filter(|m| m["roce"].as_bool().unwrap()).count(),
+        105
+    );
     let ops = compare(&pcap, "fixture");
     assert_eq!(ops, [0x00, 0x03, 0x05, 0x11].into_iter().collect());
 }
@@ -122,13 +180,38 @@ fn tshark_agrees_with_rdmesh_decode() {
         let pcap = dir.join(format!("{mode}.pcap"));
         let mut bench = Command::new(rdmesh_bin());
         // 10000-byte messages: FIRST/MIDDLE/LAST packets with a 4096-byte MTU, plus ACKs.
-        bench.args(["bench", mode, "--loopback", "-s", "10000", "-n", "50", "--verify", "--pcap"]).arg(&pcap);
-        assert_ok(&run_bounded(bench, Duration::from_secs(120)), &format!("rdmesh bench {mode} --loopback --pcap"));
+        bench
+            .args([
+                "bench",
+                mode,
+                "--loopback",
+                "-s",
+                "10000",
+                "-n",
+                "50",
+                "--verify",
+                "--pcap",
+            ])
+            .arg(&pcap);
+        assert_ok(
+            &run_bounded(bench, Duration::from_secs(120)),
+            &format!("rdmesh bench {mode} --loopback --pcap"),
+        );
 
         let mut malformed = Command::new("tshark");
-        malformed.args(["-r"]).arg(&pcap).args(TSHARK_DECODE).args(["-Y", "_ws.malformed || _ws.expert.severity >= error"]);
-        let bad = assert_ok(&run_bounded(malformed, Duration::from_secs(60)), "tshark malformed check");
-        assert!(bad.trim().is_empty(), "tshark finds malformed frames in {mode}:\n{bad}");
+        malformed
+            .args(["-r"])
+            .arg(&pcap)
+            .args(TSHARK_DECODE)
+            .args(["-Y", "_ws.malformed || _ws.expert.severity >= error"]);
+        let bad = assert_ok(
+            &run_bounded(malformed, Duration::from_secs(60)),
+            "tshark malformed check",
+        );
+        assert!(
+            bad.trim().is_empty(),
+            "tshark finds malformed frames in {mode}:\n{bad}"
+        );
 
         let opcodes = compare(&pcap, mode);
         assert!(ours(&pcap).len() > 100, "{mode}: too few frames captured");
@@ -138,7 +221,10 @@ fn tshark_agrees_with_rdmesh_decode() {
             _ => &[0x0c, 0x0d, 0x0e, 0x0f],
         };
         for op in expect {
-            assert!(opcodes.contains(op), "{mode}: opcode {op:#x} never seen (saw {opcodes:?})");
+            assert!(
+                opcodes.contains(op),
+                "{mode}: opcode {op:#x} never seen (saw {opcodes:?})"
+            );
         }
     }
 }

@@ -9,8 +9,8 @@ use crate::bench::oob::QpInfo;
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::verbs::{
-    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState, QueuePair, SoftConfig,
-    WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
+    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState,
+    QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
 /// Busy-poll iterations before a poller starts yielding the CPU between polls (the progress
@@ -63,7 +63,9 @@ impl Endpoint {
             None => {
                 cfg.udp_port = ROCE_V2_UDP_PORT;
                 match Device::open_soft(cfg.clone()) {
-                    Err(Error::Bind { source, .. }) if source.kind() == std::io::ErrorKind::AddrInUse => {
+                    Err(Error::Bind { source, .. })
+                        if source.kind() == std::io::ErrorKind::AddrInUse =>
+                    {
                         tracing::info!(addr = %choice.addr, "UDP port 4791 is taken on this address; using an ephemeral port (rdmesh peers learn it out of band)");
                         cfg.udp_port = 0;
                         Device::open_soft(cfg)?
@@ -73,14 +75,27 @@ impl Endpoint {
             }
         };
         let pd = device.alloc_pd();
-        let mr = pd.register(buf_len, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ)?;
+        let mr = pd.register(
+            buf_len,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        )?;
         let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize);
-        let qp = pd.create_qp(&cq, &cq, QpCap { max_send_wr: TX_DEPTH, max_recv_wr: RX_DEPTH, max_sge: 1 })?;
+        let qp = pd.create_qp(
+            &cq,
+            &cq,
+            QpCap {
+                max_send_wr: TX_DEPTH,
+                max_recv_wr: RX_DEPTH,
+                max_sge: 1,
+            },
+        )?;
         qp.modify(&QpAttr {
             qp_state: Some(QpState::Init),
             pkey_index: Some(0),
             port_num: Some(1),
-            qp_access_flags: Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ),
+            qp_access_flags: Some(
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+            ),
             ..Default::default()
         })?;
         let psn = (std::time::SystemTime::now()
@@ -89,7 +104,13 @@ impl Endpoint {
             .unwrap_or(1)
             ^ qp.qp_num().wrapping_mul(0x9e37))
             & 0xff_ffff;
-        Ok(Endpoint { device, cq, qp, mr, psn })
+        Ok(Endpoint {
+            device,
+            cq,
+            qp,
+            mr,
+            psn,
+        })
     }
 
     /// What the peer needs to know about this end.
@@ -111,7 +132,10 @@ impl Endpoint {
     pub fn connect(&self, peer: &QpInfo, mtu: Mtu) -> Result<()> {
         self.qp.modify(&QpAttr {
             qp_state: Some(QpState::Rtr),
-            ah_attr: Some(AhAttr { dgid: peer.gid, udp_port: peer.udp_port }),
+            ah_attr: Some(AhAttr {
+                dgid: peer.gid,
+                udp_port: peer.udp_port,
+            }),
             path_mtu: Some(mtu),
             dest_qp_num: Some(peer.qpn),
             rq_psn: Some(peer.psn),
@@ -173,8 +197,18 @@ impl Endpoint {
 /// requested one.
 pub fn common_mtu(local: u32, remote: u32, requested: Option<u32>) -> Result<Mtu> {
     let limit = local.min(remote).min(requested.unwrap_or(u32::MAX));
-    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
-        .into_iter()
-        .find(|m| m.bytes() <= limit)
-        .ok_or_else(|| Error::Config(format!("no IB path MTU fits {limit} bytes (local {local}, remote {remote})")))
+    [
+        Mtu::Mtu4096,
+        Mtu::Mtu2048,
+        Mtu::Mtu1024,
+        Mtu::Mtu512,
+        Mtu::Mtu256,
+    ]
+    .into_iter()
+    .find(|m| m.bytes() <= limit)
+    .ok_or_else(|| {
+        Error::Config(format!(
+            "no IB path MTU fits {limit} bytes (local {local}, remote {remote})"
+        ))
+    })
 }

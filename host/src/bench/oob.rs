@@ -87,7 +87,10 @@ pub struct Start {
 impl Channel {
     /// Wraps a connected stream; every read and write times out after `timeout`.
     pub fn new(stream: TcpStream, timeout: Duration) -> Result<Channel> {
-        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
         let io = |e| Error::io(format!("configuring the out-of-band socket to {peer}"), e);
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         stream.set_write_timeout(Some(timeout)).map_err(io)?;
@@ -121,7 +124,9 @@ impl Channel {
 
     fn recv(&mut self, want: u16) -> Result<Vec<u8>> {
         let mut h = [0u8; 12];
-        self.stream.read_exact(&mut h).map_err(|e| self.read_err(e, want))?;
+        self.stream
+            .read_exact(&mut h)
+            .map_err(|e| self.read_err(e, want))?;
         if &h[..4] != MAGIC {
             return Err(self.err("the peer is not an rdmesh bench (bad magic); is the port right?"));
         }
@@ -135,19 +140,25 @@ impl Channel {
             return Err(self.err(format!("message length {len} exceeds {MAX_PAYLOAD}")));
         }
         let mut p = vec![0u8; len as usize];
-        self.stream.read_exact(&mut p).map_err(|e| self.read_err(e, want))?;
+        self.stream
+            .read_exact(&mut p)
+            .map_err(|e| self.read_err(e, want))?;
         if ty != want {
-            return Err(self.err(format!("expected message type {want}, got {ty} (the two ends run different tests?)")));
+            return Err(self.err(format!(
+                "expected message type {want}, got {ty} (the two ends run different tests?)"
+            )));
         }
         Ok(p)
     }
 
     fn read_err(&self, e: std::io::Error, want: u16) -> Error {
         match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                self.err(format!("timed out waiting for message type {want}; is the peer still running?"))
-            }
-            std::io::ErrorKind::UnexpectedEof => self.err(format!("peer closed the connection before message type {want} (see the peer's error)")),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => self.err(format!(
+                "timed out waiting for message type {want}; is the peer still running?"
+            )),
+            std::io::ErrorKind::UnexpectedEof => self.err(format!(
+                "peer closed the connection before message type {want} (see the peer's error)"
+            )),
             _ => self.err(format!("reading message type {want}: {e}")),
         }
     }
@@ -202,7 +213,10 @@ impl Channel {
         let u32_at = |o: usize| u32::from_be_bytes(p[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_be_bytes(p[o..o + 8].try_into().expect("8 bytes"));
         let gid6 = Ipv6Addr::from(<[u8; 16]>::try_from(&p[28..44]).expect("16 bytes"));
-        let gid = gid6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(gid6));
+        let gid = gid6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(gid6));
         let q = QpInfo {
             qpn: u32_at(0),
             psn: u32_at(4),
@@ -214,7 +228,10 @@ impl Channel {
             mtu: u32_at(46),
         };
         if q.qpn > 0xff_ffff || q.psn > 0xff_ffff {
-            return Err(self.err(format!("QPN {:#x} or PSN {:#x} exceeds 24 bits", q.qpn, q.psn)));
+            return Err(self.err(format!(
+                "QPN {:#x} or PSN {:#x} exceeds 24 bits",
+                q.qpn, q.psn
+            )));
         }
         Ok(q)
     }
@@ -291,10 +308,26 @@ mod test {
             c.send(T_SYNC, &[0, 0, 0, 1]).unwrap();
             h
         });
-        let mut c = Channel::new(TcpStream::connect(addr).unwrap(), Duration::from_secs(5)).unwrap();
-        let h = Hello { mode: 2, lat: true, verify: true, max_size: 1 << 23, slots: 4 };
+        let mut c =
+            Channel::new(TcpStream::connect(addr).unwrap(), Duration::from_secs(5)).unwrap();
+        let h = Hello {
+            mode: 2,
+            lat: true,
+            verify: true,
+            max_size: 1 << 23,
+            slots: 4,
+        };
         c.send_hello(&h).unwrap();
-        let q = QpInfo { qpn: 0x12, psn: 0xabcdef, rkey: 0x1234, va: 0x7f00_0000_1000, len: 4096, gid: "10.0.0.1".parse().unwrap(), udp_port: 4791, mtu: 4096 };
+        let q = QpInfo {
+            qpn: 0x12,
+            psn: 0xabcdef,
+            rkey: 0x1234,
+            va: 0x7f00_0000_1000,
+            len: 4096,
+            gid: "10.0.0.1".parse().unwrap(),
+            udp_port: 4791,
+            mtu: 4096,
+        };
         c.send_qp_info(&q).unwrap();
         assert_eq!(c.recv_qp_info().unwrap(), q);
         c.sync(7).unwrap();
@@ -312,7 +345,11 @@ mod test {
             std::thread::sleep(Duration::from_millis(500));
             drop(s);
         });
-        let mut c = Channel::new(TcpStream::connect(addr).unwrap(), Duration::from_millis(100)).unwrap();
+        let mut c = Channel::new(
+            TcpStream::connect(addr).unwrap(),
+            Duration::from_millis(100),
+        )
+        .unwrap();
         let e = c.recv_hello().unwrap_err().to_string();
         assert!(e.contains("timed out") && e.contains("127.0.0.1"), "{e}");
     }

@@ -26,7 +26,11 @@ pub fn first_mismatch(buf: &[u8], iter: u64) -> Option<usize> {
     for (k, chunk) in buf.chunks(8).enumerate() {
         let w = word(iter, k as u64);
         if chunk != &w[..chunk.len()] {
-            let i = chunk.iter().zip(w.iter()).position(|(a, b)| a != b).unwrap_or(0);
+            let i = chunk
+                .iter()
+                .zip(w.iter())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
             return Some(k * 8 + i);
         }
     }

@@ -4,7 +4,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bench::endpoint::{common_mtu, SPIN_BEFORE_YIELD, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
+use crate::bench::endpoint::{
+    common_mtu, DeviceChoice, Endpoint, RX_DEPTH, SPIN_BEFORE_YIELD, TX_DEPTH,
+};
 use crate::bench::oob::{Channel, Hello, QpInfo, Report, Start};
 use crate::bench::pattern;
 use crate::bench::stats::{self, BwResult, LatResult};
@@ -33,7 +35,9 @@ impl Mode {
     }
 
     fn from_code(c: u8) -> Option<Mode> {
-        [Mode::Write, Mode::Send, Mode::Read].into_iter().find(|m| m.code() == c)
+        [Mode::Write, Mode::Send, Mode::Read]
+            .into_iter()
+            .find(|m| m.code() == c)
     }
 }
 
@@ -83,42 +87,79 @@ fn slots_for(opts: &BenchOptions, max_size: u64) -> u32 {
         return 2;
     }
     let by_mem = (BUFFER_BUDGET / max_size.max(1)).max(1);
-    let by_iters = if opts.duration.is_some() { u64::from(TX_DEPTH) } else { opts.iters.max(1) };
-    by_mem.min(by_iters).min(if opts.verify { u64::MAX } else { u64::from(TX_DEPTH) }).max(1) as u32
+    let by_iters = if opts.duration.is_some() {
+        u64::from(TX_DEPTH)
+    } else {
+        opts.iters.max(1)
+    };
+    by_mem
+        .min(by_iters)
+        .min(if opts.verify {
+            u64::MAX
+        } else {
+            u64::from(TX_DEPTH)
+        })
+        .max(1) as u32
 }
 
 /// Runs the benchmark as `opts` says: server, client, or both in one process.
 pub fn run(opts: &BenchOptions) -> Result<()> {
     if opts.sizes.iter().any(|&s| s > 1 << 31) {
-        return Err(Error::Config("message sizes above 2^31 bytes are not allowed by RC".into()));
+        return Err(Error::Config(
+            "message sizes above 2^31 bytes are not allowed by RC".into(),
+        ));
     }
     if opts.lat && opts.duration.is_some() {
-        return Err(Error::Config("--duration applies to bandwidth tests; use -n for --lat".into()));
+        return Err(Error::Config(
+            "--duration applies to bandwidth tests; use -n for --lat".into(),
+        ));
     }
     if opts.lat && opts.mode == Mode::Write && opts.sizes.contains(&0) {
-        return Err(Error::Config("write latency needs messages of at least 1 byte (the last byte signals arrival)".into()));
+        return Err(Error::Config(
+            "write latency needs messages of at least 1 byte (the last byte signals arrival)"
+                .into(),
+        ));
     }
     let capture = match &opts.pcap {
         Some(p) => Some(Capture::create(p)?),
         None => None,
     };
     if opts.loopback {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
-        let port = listener.local_addr().map_err(|e| Error::io("reading the out-of-band port", e))?.port();
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the out-of-band port", e))?
+            .port();
         let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let server_choice = DeviceChoice { addr: lo, udp_port: None, capture: capture.clone(), capture_received: false };
-        let client_choice = DeviceChoice { addr: lo, udp_port: Some(opts.udp_port.unwrap_or(0)), capture: capture.clone(), capture_received: false };
+        let server_choice = DeviceChoice {
+            addr: lo,
+            udp_port: None,
+            capture: capture.clone(),
+            capture_received: false,
+        };
+        let client_choice = DeviceChoice {
+            addr: lo,
+            udp_port: Some(opts.udp_port.unwrap_or(0)),
+            capture: capture.clone(),
+            capture_received: false,
+        };
         let sopts = opts.clone();
         let server = std::thread::Builder::new()
             .name("rdmesh-bench-server".into())
             .spawn(move || -> Result<()> {
-                let (stream, _) = listener.accept().map_err(|e| Error::io("accepting the loopback client", e))?;
+                let (stream, _) = listener
+                    .accept()
+                    .map_err(|e| Error::io("accepting the loopback client", e))?;
                 serve(&sopts, Channel::new(stream, sopts.timeout)?, &server_choice)
             })
             .map_err(|e| Error::io("starting the loopback server thread", e))?;
-        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).map_err(|e| Error::io("connecting to the loopback server", e))?;
+        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .map_err(|e| Error::io("connecting to the loopback server", e))?;
         let client_result = client(opts, Channel::new(stream, opts.timeout)?, &client_choice);
-        let server_result = server.join().map_err(|_| Error::Bench("the loopback server thread panicked".into()))?;
+        let server_result = server
+            .join()
+            .map_err(|_| Error::Bench("the loopback server thread panicked".into()))?;
         let results = client_result?;
         server_result?;
         if opts.compare_udp {
@@ -130,25 +171,53 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             .map_err(|e| Error::io(format!("resolving {host}"), e))?
             .next()
             .ok_or_else(|| Error::Config(format!("{host} has no address")))?;
-        let stream = TcpStream::connect_timeout(&addr, opts.timeout)
-            .map_err(|e| Error::io(format!("connecting to the rdmesh bench server at {addr} (is it running? firewall?)"), e))?;
+        let stream = TcpStream::connect_timeout(&addr, opts.timeout).map_err(|e| {
+            Error::io(
+                format!(
+                    "connecting to the rdmesh bench server at {addr} (is it running? firewall?)"
+                ),
+                e,
+            )
+        })?;
         let local = match opts.local_addr {
             Some(a) => a,
             None => route_source(addr.ip())?,
         };
-        let choice = DeviceChoice { addr: local, udp_port: opts.udp_port, capture, capture_received: true };
+        let choice = DeviceChoice {
+            addr: local,
+            udp_port: opts.udp_port,
+            capture,
+            capture_received: true,
+        };
         client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     } else {
-        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, opts.tcp_port))
-            .map_err(|e| Error::io(format!("listening on TCP port {} for the out-of-band exchange", opts.tcp_port), e))?;
+        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, opts.tcp_port)).map_err(|e| {
+            Error::io(
+                format!(
+                    "listening on TCP port {} for the out-of-band exchange",
+                    opts.tcp_port
+                ),
+                e,
+            )
+        })?;
         eprintln!(" Waiting for a client on TCP port {} ...", opts.tcp_port);
-        let (stream, peer) = listener.accept().map_err(|e| Error::io("accepting a client", e))?;
+        let (stream, peer) = listener
+            .accept()
+            .map_err(|e| Error::io("accepting a client", e))?;
         let local = match opts.local_addr {
             Some(a) => a,
-            None => stream.local_addr().map_err(|e| Error::io("reading the accepted socket's address", e))?.ip(),
+            None => stream
+                .local_addr()
+                .map_err(|e| Error::io("reading the accepted socket's address", e))?
+                .ip(),
         };
         tracing::info!(%peer, %local, "client connected");
-        let choice = DeviceChoice { addr: local, udp_port: opts.udp_port, capture, capture_received: true };
+        let choice = DeviceChoice {
+            addr: local,
+            udp_port: opts.udp_port,
+            capture,
+            capture_received: true,
+        };
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
     Ok(())
@@ -156,10 +225,17 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
 
 /// The local address the kernel would use to reach `dst`.
 fn route_source(dst: IpAddr) -> Result<IpAddr> {
-    let any: SocketAddr = if dst.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { "[::]:0".parse().expect("valid") };
+    let any: SocketAddr = if dst.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        "[::]:0".parse().expect("valid")
+    };
     let s = UdpSocket::bind(any).map_err(|e| Error::io("finding the route to the peer", e))?;
-    s.connect((dst, 4791)).map_err(|e| Error::io(format!("no route to {dst}"), e))?;
-    Ok(s.local_addr().map_err(|e| Error::io("finding the route to the peer", e))?.ip())
+    s.connect((dst, 4791))
+        .map_err(|e| Error::io(format!("no route to {dst}"), e))?;
+    Ok(s.local_addr()
+        .map_err(|e| Error::io("finding the route to the peer", e))?
+        .ip())
 }
 
 fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
@@ -173,7 +249,9 @@ fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
         "                    {op} {} Test",
         if opts.lat { "Latency" } else { "BW" }
     );
-    println!(" Provider: soft (RoCEv2 over UDP)   Transport: RC   MTU: {mtu}   TX depth: {TX_DEPTH}");
+    println!(
+        " Provider: soft (RoCEv2 over UDP)   Transport: RC   MTU: {mtu}   TX depth: {TX_DEPTH}"
+    );
     println!(
         " local  address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} GID {} UDP {}",
         ep.qp.qp_num(),
@@ -202,7 +280,13 @@ pub enum SizeResult {
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
-    ch.send_hello(&Hello { mode: opts.mode.code(), lat: opts.lat, verify: opts.verify, max_size, slots })?;
+    ch.send_hello(&Hello {
+        mode: opts.mode.code(),
+        lat: opts.lat,
+        verify: opts.verify,
+        max_size,
+        slots,
+    })?;
     let ep = Endpoint::open(choice, (max_size * u64::from(slots)) as usize)?;
     ch.send_qp_info(&ep.info())?;
     let peer = ch.recv_qp_info()?;
@@ -210,28 +294,55 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;
     header_line(opts, &ep, &peer, mtu.bytes());
-    println!("{}", if opts.lat { stats::lat_header() } else { stats::bw_header(opts.report_gbits) });
+    println!(
+        "{}",
+        if opts.lat {
+            stats::lat_header()
+        } else {
+            stats::bw_header(opts.report_gbits)
+        }
+    );
     let mut total_verified = 0u64;
     let mut results = Vec::new();
     for &size in &opts.sizes {
-        let iters = if opts.duration.is_some() { 0 } else { opts.iters };
+        let iters = if opts.duration.is_some() {
+            0
+        } else {
+            opts.iters
+        };
         ch.send_start(&Start { size, iters })?;
         let (count, result, verified) = if opts.lat {
             let (count, mut samples, verified) = client_lat(opts, &ep, &peer, size)?;
-            (count, SizeResult::Lat(LatResult::from_samples(size, &mut samples)), verified)
+            (
+                count,
+                SizeResult::Lat(LatResult::from_samples(size, &mut samples)),
+                verified,
+            )
         } else {
-            let (posted, completed, verified) = client_bw(opts, &ep, &peer, size, slots)?;
-            (completed.len() as u64, SizeResult::Bw(BwResult::from_times(size, &posted, &completed)), verified)
+            let (posted, completed, verified) = client_bw(opts, &ep, &peer, size, max_size, slots)?;
+            (
+                completed.len() as u64,
+                SizeResult::Bw(BwResult::from_times(size, &posted, &completed)),
+                verified,
+            )
         };
         let row = match &result {
             SizeResult::Bw(r) => stats::bw_row(r, opts.report_gbits),
             SizeResult::Lat(r) => stats::lat_row(r),
         };
         results.push(result);
-        ch.send_report(&Report { status: 0, value: count, message: String::new() })?;
+        ch.send_report(&Report {
+            status: 0,
+            value: count,
+            message: String::new(),
+        })?;
         let r = ch.recv_report()?;
         if r.status != 0 {
-            return Err(Error::Bench(format!("the server at {} reports: {}", ch.peer(), r.message)));
+            return Err(Error::Bench(format!(
+                "the server at {} reports: {}",
+                ch.peer(),
+                r.message
+            )));
         }
         total_verified += verified + r.value;
         println!("{row}");
@@ -246,7 +357,8 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
 
 fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<()> {
     let hello = ch.recv_hello()?;
-    let mode = Mode::from_code(hello.mode).ok_or_else(|| Error::Bench(format!("client asked for unknown test {}", hello.mode)))?;
+    let mode = Mode::from_code(hello.mode)
+        .ok_or_else(|| Error::Bench(format!("client asked for unknown test {}", hello.mode)))?;
     if mode != opts.mode || hello.lat != opts.lat {
         let msg = format!(
             "client runs {mode:?}{} but this server runs {:?}{}; start both with the same test",
@@ -256,9 +368,16 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
         );
         return Err(Error::Bench(msg));
     }
-    let buf_len = hello.max_size.checked_mul(u64::from(hello.slots)).filter(|&l| l <= 2 * BUFFER_BUDGET).ok_or_else(|| {
-        Error::Bench(format!("client asked for {} slots of {} bytes: more than this server allows", hello.slots, hello.max_size))
-    })?;
+    let buf_len = hello
+        .max_size
+        .checked_mul(u64::from(hello.slots))
+        .filter(|&l| l <= 2 * BUFFER_BUDGET)
+        .ok_or_else(|| {
+            Error::Bench(format!(
+                "client asked for {} slots of {} bytes: more than this server allows",
+                hello.slots, hello.max_size
+            ))
+        })?;
     let ep = Endpoint::open(choice, buf_len as usize)?;
     if mode == Mode::Read && hello.verify {
         ep.mr.with(|b| {
@@ -277,28 +396,48 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
     loop {
         let start = match ch.recv_start() {
             Ok(s) => s,
-            Err(Error::Exchange { reason, .. }) if reason.contains("closed the connection") => break,
+            Err(Error::Exchange { reason, .. }) if reason.contains("closed the connection") => {
+                break
+            }
             Err(e) => return Err(e),
         };
         let size = start.size;
         let outcome: Result<u64> = if hello.lat {
-            server_lat(&ep, &peer, mode, size, start.iters, hello.verify, timeout).and_then(|v| ch.recv_report().map(|_| v))
+            server_lat(&ep, &peer, mode, size, start.iters, hello.verify, timeout)
+                .and_then(|v| ch.recv_report().map(|_| v))
         } else if mode == Mode::Send {
-            server_send_bw(&ep, &mut recvs, size, hello.max_size, hello.slots, hello.verify, &mut ch, timeout)
+            server_send_bw(
+                &ep,
+                &mut recvs,
+                size,
+                hello.max_size,
+                hello.slots,
+                hello.verify,
+                &mut ch,
+                timeout,
+            )
         } else {
             // WRITE/READ bandwidth: the server is passive; the client's report carries the count.
             ch.recv_report().and_then(|done| {
                 if mode == Mode::Write && hello.verify {
-                    verify_written(&ep, size, hello.slots, done.value)
+                    verify_written(&ep, size, hello.max_size, hello.slots, done.value)
                 } else {
                     Ok(0)
                 }
             })
         };
         match outcome {
-            Ok(v) => ch.send_report(&Report { status: 0, value: v, message: String::new() })?,
+            Ok(v) => ch.send_report(&Report {
+                status: 0,
+                value: v,
+                message: String::new(),
+            })?,
             Err(e) => {
-                let _ = ch.send_report(&Report { status: 1, value: 0, message: e.to_string() });
+                let _ = ch.send_report(&Report {
+                    status: 1,
+                    value: 0,
+                    message: e.to_string(),
+                });
                 return Err(e);
             }
         }
@@ -306,15 +445,17 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
     Ok(())
 }
 
-/// Checks the server buffer after a WRITE run of `count` messages: slot `s` holds the last
-/// message `i < count` with `i % slots == s`.
-fn verify_written(ep: &Endpoint, size: u64, slots: u32, count: u64) -> Result<u64> {
+/// Checks the server buffer after a WRITE run of `count` messages: slot `s` (at `s · stride`)
+/// holds the last message `i < count` with `i % slots == s`.
+fn verify_written(ep: &Endpoint, size: u64, stride: u64, slots: u32, count: u64) -> Result<u64> {
     let slots = u64::from(slots);
     let mut verified = 0;
     for s in 0..slots.min(count) {
         let last = s + slots * ((count - 1 - s) / slots);
-        let off = (s * size) as usize;
-        let mismatch = ep.mr.with(|b| pattern::first_mismatch(&b[off..off + size as usize], last));
+        let off = (s * stride) as usize;
+        let mismatch = ep
+            .mr
+            .with(|b| pattern::first_mismatch(&b[off..off + size as usize], last));
         if let Some(at) = mismatch {
             return Err(Error::Bench(format!("RDMA WRITE data mismatch: message {last} ({size} bytes), byte {at} differs from the pattern")));
         }
@@ -325,7 +466,17 @@ fn verify_written(ep: &Endpoint, size: u64, slots: u32, count: u64) -> Result<u6
 
 /// Runs one size of a bandwidth test; returns each message's post and completion times and
 /// the bytes verified.
-fn client_bw(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64, slots: u32) -> Result<(Vec<Duration>, Vec<Duration>, u64)> {
+///
+/// Both buffers are `slots` slots of `stride` (the largest size) bytes; message `i` uses slot
+/// `i % slots` on both ends.
+fn client_bw(
+    opts: &BenchOptions,
+    ep: &Endpoint,
+    peer: &QpInfo,
+    size: u64,
+    stride: u64,
+    slots: u32,
+) -> Result<(Vec<Duration>, Vec<Duration>, u64)> {
     let depth = u64::from(TX_DEPTH.min(slots));
     let iters = opts.iters;
     let deadline = opts.duration;
@@ -334,28 +485,58 @@ fn client_bw(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64, slots
     let mut posted = 0u64;
     let mut completed = 0u64;
     let mut verified = 0u64;
-    let slot_addr = |i: u64, base: u64| base + (i % u64::from(slots)) * size;
+    let slot_addr = |i: u64, base: u64| base + (i % u64::from(slots)) * stride;
     let start = Instant::now();
     let mut stop = false;
     loop {
         if let Some(d) = deadline {
             stop = stop || start.elapsed() >= d;
         }
-        let target = if deadline.is_some() { if stop { posted } else { u64::MAX } } else { iters };
+        let target = if deadline.is_some() {
+            if stop {
+                posted
+            } else {
+                u64::MAX
+            }
+        } else {
+            iters
+        };
         let mut batch = Vec::new();
         while posted < target && posted - completed < depth && batch.len() < 32 {
             let local = slot_addr(posted, ep.mr.addr());
-            if opts.verify && opts.mode != Mode::Read {
+            if opts.verify {
                 let off = (local - ep.mr.addr()) as usize;
-                ep.mr.with(|b| pattern::fill(&mut b[off..off + size as usize], posted));
+                ep.mr.with(|b| {
+                    let slot = &mut b[off..off + size as usize];
+                    if opts.mode == Mode::Read {
+                        // Cleared, so a READ that places nothing cannot pass the check.
+                        slot.fill(0);
+                    } else {
+                        pattern::fill(slot, posted);
+                    }
+                });
             }
             let remote = slot_addr(posted, peer.va);
             let opcode = match opts.mode {
-                Mode::Write => WrOpcode::RdmaWrite { remote_addr: remote, rkey: peer.rkey },
+                Mode::Write => WrOpcode::RdmaWrite {
+                    remote_addr: remote,
+                    rkey: peer.rkey,
+                },
                 Mode::Send => WrOpcode::Send,
-                Mode::Read => WrOpcode::RdmaRead { remote_addr: remote, rkey: peer.rkey },
+                Mode::Read => WrOpcode::RdmaRead {
+                    remote_addr: remote,
+                    rkey: peer.rkey,
+                },
             };
-            batch.push(SendWr::new(posted, opcode, vec![Sge { addr: local, length: size as u32, lkey: ep.mr.lkey() }]));
+            batch.push(SendWr::new(
+                posted,
+                opcode,
+                vec![Sge {
+                    addr: local,
+                    length: size as u32,
+                    lkey: ep.mr.lkey(),
+                }],
+            ));
             posted += 1;
         }
         if !batch.is_empty() {
@@ -369,9 +550,12 @@ fn client_bw(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64, slots
         let wc = ep.next_completion(opts.timeout)?;
         if opts.verify && opts.mode == Mode::Read {
             let i = wc.wr_id;
-            let off = ((i % u64::from(slots)) * size) as usize;
             let src_slot = i % u64::from(slots);
-            if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[off..off + size as usize], src_slot)) {
+            let off = (src_slot * stride) as usize;
+            if let Some(at) = ep
+                .mr
+                .with(|b| pattern::first_mismatch(&b[off..off + size as usize], src_slot))
+            {
                 return Err(Error::Bench(format!("RDMA READ data mismatch: message {i} ({size} bytes), byte {at} differs from the pattern")));
             }
             verified += size;
@@ -391,10 +575,26 @@ struct RecvState {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn server_send_bw(ep: &Endpoint, st: &mut RecvState, size: u64, max_size: u64, slots: u32, verify: bool, ch: &mut Channel, timeout: Duration) -> Result<u64> {
+fn server_send_bw(
+    ep: &Endpoint,
+    st: &mut RecvState,
+    size: u64,
+    max_size: u64,
+    slots: u32,
+    verify: bool,
+    ch: &mut Channel,
+    timeout: Duration,
+) -> Result<u64> {
     let depth = u64::from(RX_DEPTH.min(slots.max(1)));
     let slots = u64::from(slots);
-    let recv = |i: u64| RecvWr { wr_id: i, sg_list: vec![Sge { addr: ep.mr.addr() + (i % slots) * max_size, length: max_size as u32, lkey: ep.mr.lkey() }] };
+    let recv = |i: u64| RecvWr {
+        wr_id: i,
+        sg_list: vec![Sge {
+            addr: ep.mr.addr() + (i % slots) * max_size,
+            length: max_size as u32,
+            lkey: ep.mr.lkey(),
+        }],
+    };
     let initial: Vec<RecvWr> = (st.posted..depth).map(recv).collect();
     if !initial.is_empty() {
         ep.qp.post_recv(&initial)?;
@@ -441,27 +641,52 @@ fn server_send_bw(ep: &Endpoint, st: &mut RecvState, size: u64, max_size: u64, s
             Ok(verified)
         });
         let done = ch.recv_report();
-        expected.store(done.as_ref().map(|r| r.value).unwrap_or(0), Ordering::Release);
-        let w = worker.join().unwrap_or_else(|_| Err(Error::Bench("server receive thread panicked".into())));
+        expected.store(
+            done.as_ref().map(|r| r.value).unwrap_or(0),
+            Ordering::Release,
+        );
+        let w = worker
+            .join()
+            .unwrap_or_else(|_| Err(Error::Bench("server receive thread panicked".into())));
         (w, done)
     });
     done?;
     worker_result
 }
 
-fn client_lat(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64) -> Result<(u64, Vec<f64>, u64)> {
+fn client_lat(
+    opts: &BenchOptions,
+    ep: &Endpoint,
+    peer: &QpInfo,
+    size: u64,
+) -> Result<(u64, Vec<f64>, u64)> {
     let mut samples = Vec::with_capacity(opts.iters as usize);
     let mut verified = 0;
     let n = size as usize;
-    let src = Sge { addr: ep.mr.addr(), length: size as u32, lkey: ep.mr.lkey() };
-    let dst = Sge { addr: ep.mr.addr() + size, length: size as u32, lkey: ep.mr.lkey() };
+    let src = Sge {
+        addr: ep.mr.addr(),
+        length: size as u32,
+        lkey: ep.mr.lkey(),
+    };
+    let dst = Sge {
+        addr: ep.mr.addr() + size,
+        length: size as u32,
+        lkey: ep.mr.lkey(),
+    };
     let peer_dst = peer.va + size;
     for i in 0..opts.iters {
         match opts.mode {
             Mode::Write => {
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, opts.verify));
                 let t = Instant::now();
-                ep.qp.post_send(&[unsignaled(SendWr::new(i, WrOpcode::RdmaWrite { remote_addr: peer_dst, rkey: peer.rkey }, vec![src]))])?;
+                ep.qp.post_send(&[unsignaled(SendWr::new(
+                    i,
+                    WrOpcode::RdmaWrite {
+                        remote_addr: peer_dst,
+                        rkey: peer.rkey,
+                    },
+                    vec![src],
+                ))])?;
                 wait_marker(ep, size, i, opts.timeout)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
                 if opts.verify {
@@ -470,12 +695,16 @@ fn client_lat(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64) -> R
                 }
             }
             Mode::Send => {
-                ep.qp.post_recv(&[RecvWr { wr_id: i, sg_list: vec![dst] }])?;
+                ep.qp.post_recv(&[RecvWr {
+                    wr_id: i,
+                    sg_list: vec![dst],
+                }])?;
                 if opts.verify {
                     ep.mr.with(|b| pattern::fill(&mut b[..n], i));
                 }
                 let t = Instant::now();
-                ep.qp.post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+                ep.qp
+                    .post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
                 let (mut got_recv, mut got_send) = (false, false);
                 while !(got_recv && got_send) {
                     match ep.next_completion(opts.timeout)?.opcode {
@@ -485,20 +714,34 @@ fn client_lat(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, size: u64) -> R
                 }
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
                 if opts.verify {
-                    if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], reply_iter(i))) {
-                        return Err(Error::Bench(format!("SEND reply {i} ({size} bytes): byte {at} differs from the pattern")));
+                    if let Some(at) = ep
+                        .mr
+                        .with(|b| pattern::first_mismatch(&b[n..2 * n], reply_iter(i)))
+                    {
+                        return Err(Error::Bench(format!(
+                            "SEND reply {i} ({size} bytes): byte {at} differs from the pattern"
+                        )));
                     }
                     verified += size;
                 }
             }
             Mode::Read => {
                 let t = Instant::now();
-                ep.qp.post_send(&[SendWr::new(i, WrOpcode::RdmaRead { remote_addr: peer.va, rkey: peer.rkey }, vec![dst])])?;
+                ep.qp.post_send(&[SendWr::new(
+                    i,
+                    WrOpcode::RdmaRead {
+                        remote_addr: peer.va,
+                        rkey: peer.rkey,
+                    },
+                    vec![dst],
+                )])?;
                 ep.next_completion(opts.timeout)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e6);
                 if opts.verify {
                     if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], 0)) {
-                        return Err(Error::Bench(format!("RDMA READ {i} ({size} bytes): byte {at} differs from the pattern")));
+                        return Err(Error::Bench(format!(
+                            "RDMA READ {i} ({size} bytes): byte {at} differs from the pattern"
+                        )));
                     }
                     ep.mr.with(|b| b[n..2 * n].fill(0));
                     verified += size;
@@ -514,10 +757,26 @@ fn reply_iter(i: u64) -> u64 {
     i | 1 << 40
 }
 
-fn server_lat(ep: &Endpoint, peer: &QpInfo, mode: Mode, size: u64, iters: u64, verify: bool, timeout: Duration) -> Result<u64> {
+fn server_lat(
+    ep: &Endpoint,
+    peer: &QpInfo,
+    mode: Mode,
+    size: u64,
+    iters: u64,
+    verify: bool,
+    timeout: Duration,
+) -> Result<u64> {
     let n = size as usize;
-    let src = Sge { addr: ep.mr.addr(), length: size as u32, lkey: ep.mr.lkey() };
-    let dst = Sge { addr: ep.mr.addr() + size, length: size as u32, lkey: ep.mr.lkey() };
+    let src = Sge {
+        addr: ep.mr.addr(),
+        length: size as u32,
+        lkey: ep.mr.lkey(),
+    };
+    let dst = Sge {
+        addr: ep.mr.addr() + size,
+        length: size as u32,
+        lkey: ep.mr.lkey(),
+    };
     let peer_dst = peer.va + size;
     let mut verified = 0;
     match mode {
@@ -529,24 +788,40 @@ fn server_lat(ep: &Endpoint, peer: &QpInfo, mode: Mode, size: u64, iters: u64, v
                     verified += size;
                 }
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, verify));
-                ep.qp.post_send(&[unsignaled(SendWr::new(i, WrOpcode::RdmaWrite { remote_addr: peer_dst, rkey: peer.rkey }, vec![src]))])?;
+                ep.qp.post_send(&[unsignaled(SendWr::new(
+                    i,
+                    WrOpcode::RdmaWrite {
+                        remote_addr: peer_dst,
+                        rkey: peer.rkey,
+                    },
+                    vec![src],
+                ))])?;
             }
         }
         Mode::Send => {
-            ep.qp.post_recv(&[RecvWr { wr_id: 0, sg_list: vec![dst] }])?;
+            ep.qp.post_recv(&[RecvWr {
+                wr_id: 0,
+                sg_list: vec![dst],
+            }])?;
             for i in 0..iters {
                 while ep.next_completion(timeout)?.opcode != crate::verbs::WcOpcode::Recv {}
                 if verify {
                     if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n], i)) {
-                        return Err(Error::Bench(format!("SEND {i} ({size} bytes): byte {at} differs from the pattern")));
+                        return Err(Error::Bench(format!(
+                            "SEND {i} ({size} bytes): byte {at} differs from the pattern"
+                        )));
                     }
                     verified += size;
                     ep.mr.with(|b| pattern::fill(&mut b[..n], reply_iter(i)));
                 }
                 if i + 1 < iters {
-                    ep.qp.post_recv(&[RecvWr { wr_id: i + 1, sg_list: vec![dst] }])?;
+                    ep.qp.post_recv(&[RecvWr {
+                        wr_id: i + 1,
+                        sg_list: vec![dst],
+                    }])?;
                 }
-                ep.qp.post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+                ep.qp
+                    .post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
             }
         }
         Mode::Read => {}
@@ -578,7 +853,9 @@ fn fill_marked(buf: &mut [u8], i: u64, with_pattern: bool) {
 fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
     let n = size as usize;
     if let Some(at) = ep.mr.with(|b| pattern::first_mismatch(&b[n..2 * n - 1], i)) {
-        return Err(Error::Bench(format!("{what} message {i} ({size} bytes): byte {at} differs from the pattern")));
+        return Err(Error::Bench(format!(
+            "{what} message {i} ({size} bytes): byte {at} differs from the pattern"
+        )));
     }
     Ok(())
 }
@@ -595,7 +872,10 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
             // Reap the completions of our own unsignaled writes (none are produced) and errors.
             if let Some(wc) = ep.cq.poll_one() {
                 if wc.status != crate::verbs::WcStatus::Success {
-                    return Err(Error::Bench(format!("write latency: completion error {:?}", wc.status)));
+                    return Err(Error::Bench(format!(
+                        "write latency: completion error {:?}",
+                        wc.status
+                    )));
                 }
             }
             return Ok(());
@@ -604,7 +884,11 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         if spins >= SPIN_BEFORE_YIELD {
             if let Some(wc) = ep.cq.poll_one() {
                 if wc.status != crate::verbs::WcStatus::Success {
-                    return Err(Error::Bench(format!("write latency: completion error {:?} on QP {:#08x}", wc.status, ep.qp.qp_num())));
+                    return Err(Error::Bench(format!(
+                        "write latency: completion error {:?} on QP {:#08x}",
+                        wc.status,
+                        ep.qp.qp_num()
+                    )));
                 }
             }
             if start.elapsed() > timeout {

@@ -26,7 +26,12 @@ impl BwResult {
     /// consecutive messages: the highest `w·bytes / (completed[j] − posted[j−w+1])`.
     pub fn from_times(bytes: u64, posted: &[Duration], completed: &[Duration]) -> BwResult {
         let iters = completed.len().min(posted.len()) as u64;
-        let total = completed.last().copied().unwrap_or_default().as_secs_f64().max(1e-9);
+        let total = completed
+            .last()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            .max(1e-9);
         let avg_bps = (bytes * iters) as f64 / total;
         let w = (iters as usize / 10).max(1);
         let mut peak_bps = avg_bps;
@@ -61,7 +66,13 @@ pub fn bw_header(gbits: bool) -> String {
 
 /// One bandwidth table row.
 pub fn bw_row(r: &BwResult, gbits: bool) -> String {
-    let conv = |bps: f64| if gbits { bps * 8.0 / 1e9 } else { bps / 1_048_576.0 };
+    let conv = |bps: f64| {
+        if gbits {
+            bps * 8.0 / 1e9
+        } else {
+            bps / 1_048_576.0
+        }
+    };
     format!(
         " {:<10} {:<14} {:<18.2} {:<21.2} {:<14.6}",
         r.bytes,
@@ -100,7 +111,16 @@ impl LatResult {
     pub fn from_samples(bytes: u64, samples: &mut [f64]) -> LatResult {
         samples.sort_by(|a, b| a.total_cmp(b));
         let n = samples.len().max(1);
-        let pct = |p: f64| samples.get(((n as f64 * p).ceil() as usize).saturating_sub(1).min(n - 1)).copied().unwrap_or(0.0);
+        let pct = |p: f64| {
+            samples
+                .get(
+                    ((n as f64 * p).ceil() as usize)
+                        .saturating_sub(1)
+                        .min(n - 1),
+                )
+                .copied()
+                .unwrap_or(0.0)
+        };
         let avg = samples.iter().sum::<f64>() / n as f64;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n as f64;
         LatResult {
@@ -142,7 +162,8 @@ pub fn lat_row(r: &LatResult) -> String {
 }
 
 /// The dashed separator perftest prints around tables.
-pub const RULE: &str = "---------------------------------------------------------------------------------------";
+pub const RULE: &str =
+    "---------------------------------------------------------------------------------------";
 
 #[cfg(test)]
 mod test {

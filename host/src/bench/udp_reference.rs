@@ -23,8 +23,10 @@ fn pair() -> Result<(UdpSocket, UdpSocket)> {
     b.connect(a.local_addr().map_err(io)?).map_err(io)?;
     let _ = socket2::SockRef::from(&a).set_recv_buffer_size(16 << 20);
     let _ = socket2::SockRef::from(&b).set_recv_buffer_size(16 << 20);
-    a.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
-    b.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    a.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
+    b.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
     Ok((a, b))
 }
 
@@ -55,20 +57,32 @@ pub fn udp_bw(size: u64, iters: u64) -> Result<(Vec<Duration>, Vec<Duration>)> {
     while acked < total {
         while sent < total && sent - acked < WINDOW {
             let last = (sent + 1) % per_msg == 0;
-            let n = if last { (size.max(1) - (per_msg - 1) * DATAGRAM as u64) as usize } else { DATAGRAM };
+            let n = if last {
+                (size.max(1) - (per_msg - 1) * DATAGRAM as u64) as usize
+            } else {
+                DATAGRAM
+            };
             tx.send(&data[..n.min(data.len())]).map_err(io)?;
             if sent % per_msg == 0 {
                 sent_at.push(start.elapsed());
             }
             sent += 1;
         }
-        tx.recv(&mut ack).map_err(|e| Error::io("plain-UDP reference (a datagram was lost on loopback; rerun)", e))?;
+        tx.recv(&mut ack).map_err(|e| {
+            Error::io(
+                "plain-UDP reference (a datagram was lost on loopback; rerun)",
+                e,
+            )
+        })?;
         acked = acked.max(u64::from_le_bytes(ack));
         while (acked_at.len() as u64) < acked / per_msg {
             acked_at.push(start.elapsed());
         }
     }
-    receiver.join().map_err(|_| Error::Bench("UDP reference receiver panicked".into()))?.map_err(io)?;
+    receiver
+        .join()
+        .map_err(|_| Error::Bench("UDP reference receiver panicked".into()))?
+        .map_err(io)?;
     Ok((sent_at, acked_at))
 }
 
@@ -94,7 +108,9 @@ pub fn udp_lat(size: u64, iters: u64) -> Result<Vec<f64>> {
         a.recv(&mut buf).map_err(io)?;
         samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
     }
-    echo.join().map_err(|_| Error::Bench("UDP reference echo panicked".into()))?.map_err(io)?;
+    echo.join()
+        .map_err(|_| Error::Bench("UDP reference echo panicked".into()))?
+        .map_err(io)?;
     Ok(samples)
 }
 
@@ -102,7 +118,14 @@ pub fn udp_lat(size: u64, iters: u64) -> Result<Vec<f64>> {
 /// each rdmesh result (`ours`, same order as `opts.sizes`) to it.
 pub fn compare(opts: &BenchOptions, ours: &[SizeResult]) -> Result<()> {
     println!(" Reference: plain UDP on 127.0.0.1, same sizes and message counts");
-    println!("{}", if opts.lat { stats::lat_header() } else { stats::bw_header(opts.report_gbits) });
+    println!(
+        "{}",
+        if opts.lat {
+            stats::lat_header()
+        } else {
+            stats::bw_header(opts.report_gbits)
+        }
+    );
     let iters = opts.iters.max(1);
     let mut ratios = Vec::new();
     for (&size, mine) in opts.sizes.iter().zip(ours) {
@@ -111,13 +134,23 @@ pub fn compare(opts: &BenchOptions, ours: &[SizeResult]) -> Result<()> {
                 let mut s = udp_lat(size, iters)?;
                 let r = LatResult::from_samples(size, &mut s);
                 println!("{}", stats::lat_row(&r));
-                ratios.push(format!(" {size:<10} rdmesh/UDP median latency {:.2}x ({:.2} vs {:.2} usec)", m.typical / r.typical, m.typical, r.typical));
+                ratios.push(format!(
+                    " {size:<10} rdmesh/UDP median latency {:.2}x ({:.2} vs {:.2} usec)",
+                    m.typical / r.typical,
+                    m.typical,
+                    r.typical
+                ));
             }
             SizeResult::Bw(m) => {
                 let (sent, acked) = udp_bw(size, iters)?;
                 let r = BwResult::from_times(size, &sent, &acked);
                 println!("{}", stats::bw_row(&r, opts.report_gbits));
-                ratios.push(format!(" {size:<10} rdmesh/UDP average bandwidth {:.2} ({:.2} vs {:.2} MB/sec)", m.avg_bps / r.avg_bps, m.avg_bps / 1_048_576.0, r.avg_bps / 1_048_576.0));
+                ratios.push(format!(
+                    " {size:<10} rdmesh/UDP average bandwidth {:.2} ({:.2} vs {:.2} MB/sec)",
+                    m.avg_bps / r.avg_bps,
+                    m.avg_bps / 1_048_576.0,
+                    r.avg_bps / 1_048_576.0
+                ));
             }
         }
     }

@@ -124,14 +124,18 @@ impl BenchArgs {
     /// Turns the flags into options.
     pub fn options(&self) -> Result<BenchOptions> {
         if self.loopback && self.server.is_some() {
-            return Err(Error::Config("--loopback runs both ends; do not give a server address".into()));
+            return Err(Error::Config(
+                "--loopback runs both ends; do not give a server address".into(),
+            ));
         }
         if self.compare_udp && !self.loopback {
             return Err(Error::Config("--compare-udp needs --loopback".into()));
         }
         if let Some(m) = self.mtu {
             if ![256, 512, 1024, 2048, 4096].contains(&m) {
-                return Err(Error::Config(format!("-m {m}: the IB path MTU is one of 256, 512, 1024, 2048, 4096")));
+                return Err(Error::Config(format!(
+                    "-m {m}: the IB path MTU is one of 256, 512, 1024, 2048, 4096"
+                )));
             }
         }
         let sizes = if self.all {
@@ -141,7 +145,11 @@ impl BenchArgs {
         };
         let duration = match self.duration {
             Some(d) if d > 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
-            Some(d) => return Err(Error::Config(format!("-D {d}: the duration must be a positive number of seconds"))),
+            Some(d) => {
+                return Err(Error::Config(format!(
+                    "-D {d}: the duration must be a positive number of seconds"
+                )))
+            }
             None => None,
         };
         Ok(BenchOptions {
@@ -149,7 +157,10 @@ impl BenchArgs {
             server: self.server.clone(),
             tcp_port: self.port,
             sizes,
-            iters: self.iters.unwrap_or(if self.lat { 1000 } else { 5000 }).max(1),
+            iters: self
+                .iters
+                .unwrap_or(if self.lat { 1000 } else { 5000 })
+                .max(1),
             duration,
             report_gbits: self.report_gbits,
             lat: self.lat,
@@ -169,10 +180,20 @@ impl BenchArgs {
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => crate::bench::run(&args.options()?),
-        Command::Pcap { command: PcapCommand::Decode { file, json } } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
+        Command::Pcap {
+            command: PcapCommand::Decode { file, json },
+        } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
-                println!("{:<20} {:<6} netdev {:<12} GID {:<40} MTU {} (active {})", d.name, d.provider, d.netdev, d.addr, d.netdev_mtu, d.active_mtu().bytes());
+                println!(
+                    "{:<20} {:<6} netdev {:<12} GID {:<40} MTU {} (active {})",
+                    d.name,
+                    d.provider,
+                    d.netdev,
+                    d.addr,
+                    d.netdev_mtu,
+                    d.active_mtu().bytes()
+                );
             }
             Ok(())
         }

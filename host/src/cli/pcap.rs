@@ -18,7 +18,10 @@ use crate::error::{Error, Result};
 /// Errors: [`Error::Pcap`] when the file cannot be read or is not Ethernet.
 pub fn decode(path: &Path, json: bool, out: &mut impl Write) -> Result<()> {
     let shown = path.display().to_string();
-    let err = |reason: String| Error::Pcap { path: shown.clone(), reason };
+    let err = |reason: String| Error::Pcap {
+        path: shown.clone(),
+        reason,
+    };
     let file = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
     let mut reader = PcapReader::new(file).map_err(|e| err(format!("not a pcap file: {e}")))?;
     let link = reader.header().datalink;
@@ -29,7 +32,11 @@ pub fn decode(path: &Path, json: bool, out: &mut impl Write) -> Result<()> {
     while let Some(pkt) = reader.next_packet() {
         let pkt = pkt.map_err(|e| err(format!("frame {}: {e}", n + 1)))?;
         n += 1;
-        let line = if json { frame_json(n, &pkt.data).to_string() } else { frame_text(n, &pkt.data) };
+        let line = if json {
+            frame_json(n, &pkt.data).to_string()
+        } else {
+            frame_text(n, &pkt.data)
+        };
         writeln!(out, "{line}").map_err(|e| Error::io("writing the decode", e))?;
     }
     Ok(())
@@ -43,8 +50,12 @@ fn parse(data: &[u8]) -> rdmesh_core::wire::Result<RocePacket<'_>> {
 
 fn ip_json(ip: &IpRepr) -> Value {
     match ip {
-        IpRepr::V4(r) => json!({"version": 4, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.dscp, "ecn": r.ecn}),
-        IpRepr::V6(r) => json!({"version": 6, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.traffic_class >> 2, "ecn": r.traffic_class & 3}),
+        IpRepr::V4(r) => {
+            json!({"version": 4, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.dscp, "ecn": r.ecn})
+        }
+        IpRepr::V6(r) => {
+            json!({"version": 6, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.traffic_class >> 2, "ecn": r.traffic_class & 3})
+        }
     }
 }
 
@@ -61,7 +72,7 @@ pub fn frame_json(frame: u64, data: &[u8]) -> Value {
             json!({
                 "frame": frame,
                 "roce": true,
-                "error": p.icrc_valid.then_some(Value::Null).unwrap_or_else(|| Value::from("ICRC mismatch")),
+                "error": if p.icrc_valid { Value::Null } else { Value::from("ICRC mismatch") },
                 "ip": ip_json(&p.ip),
                 "udp": {"src_port": p.udp.src_port, "dst_port": p.udp.dst_port},
                 "opcode": u8::from(b.opcode),
@@ -124,12 +135,20 @@ pub fn frame_text(frame: u64, data: &[u8]) -> String {
                     Syndrome::Nak(code) => format!("NAK {code:?}"),
                     Syndrome::Reserved(v) => format!("reserved {v:#x}"),
                 };
-                s += &format!(" AETH {what} syndrome={:#04x} MSN={}", syndrome_byte(&a), a.msn);
+                s += &format!(
+                    " AETH {what} syndrome={:#04x} MSN={}",
+                    syndrome_byte(&a),
+                    a.msn
+                );
             }
             if let Some(i) = t.imm {
                 s += &format!(" imm={i:#x}");
             }
-            s += &format!(" payload={} ICRC {}", p.payload.len(), if p.icrc_valid { "ok" } else { "BAD" });
+            s += &format!(
+                " payload={} ICRC {}",
+                p.payload.len(),
+                if p.icrc_valid { "ok" } else { "BAD" }
+            );
             s
         }
         Err(e) => format!("{frame:>6} not RoCEv2: {e}"),

@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
-use rdmesh_core::rc::{Instant, RcCounters, RcQp, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode, WcStatus, WorkCompletion};
+use rdmesh_core::rc::{
+    Instant, RcCounters, RcQp, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode, WcStatus,
+    WorkCompletion,
+};
 use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
 use crate::capture::Capture;
@@ -131,7 +134,11 @@ impl QpShared {
     }
 
     pub(crate) fn counters(&self) -> RcCounters {
-        self.lock().rc.as_ref().map(|rc| *rc.counters()).unwrap_or_default()
+        self.lock()
+            .rc
+            .as_ref()
+            .map(|rc| *rc.counters())
+            .unwrap_or_default()
     }
 
     /// Moves every completion the state machine has into the CQs.
@@ -144,7 +151,10 @@ impl QpShared {
             self.recv_cq.push(wc);
         }
         if core.state != QpState::Err && rc.state() == rdmesh_core::rc::QpState::Error {
-            tracing::warn!(qpn = format_args!("{:#08x}", self.qpn), "QP moved to ERR by the transport; later work requests complete with WR_FLUSH_ERR");
+            tracing::warn!(
+                qpn = format_args!("{:#08x}", self.qpn),
+                "QP moved to ERR by the transport; later work requests complete with WR_FLUSH_ERR"
+            );
             core.state = QpState::Err;
         }
     }
@@ -155,7 +165,12 @@ impl SoftDevice {
         let want = SocketAddr::new(config.addr, config.udp_port);
         let domain = socket2::Domain::for_address(want);
         let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
-            .map_err(|e| Error::io(format!("soft device {}: creating a UDP socket", info.name), e))?;
+            .map_err(|e| {
+                Error::io(
+                    format!("soft device {}: creating a UDP socket", info.name),
+                    e,
+                )
+            })?;
         // Large buffers: a window of 128 packets of 4 KiB per QP must not overflow them.
         let _ = sock.set_recv_buffer_size(16 << 20);
         let _ = sock.set_send_buffer_size(8 << 20);
@@ -166,20 +181,31 @@ impl SoftDevice {
             // DF and IP ID 0 on every datagram of this unconnected socket: PMTUDISC_DO also
             // clears the kernel's ignore_df, which would otherwise pick a non-zero ID.
             setopt(
-                rustix::net::sockopt::set_ip_mtu_discover(&sock, rustix::net::sockopt::Ipv4PathMtuDiscovery::DO).map_err(std::io::Error::from),
+                rustix::net::sockopt::set_ip_mtu_discover(
+                    &sock,
+                    rustix::net::sockopt::Ipv4PathMtuDiscovery::DO,
+                )
+                .map_err(std::io::Error::from),
                 "IP_MTU_DISCOVER=IP_PMTUDISC_DO",
             )?;
             setopt(sock.set_ttl(u32::from(headers::TTL)), "IP_TTL")?;
             setopt(sock.set_tos(u32::from(config.tos)), "IP_TOS")?;
         } else {
-            setopt(sock.set_unicast_hops_v6(u32::from(headers::TTL)), "IPV6_UNICAST_HOPS")?;
+            setopt(
+                sock.set_unicast_hops_v6(u32::from(headers::TTL)),
+                "IPV6_UNICAST_HOPS",
+            )?;
             let _ = sock.set_only_v6(true);
         }
-        sock.bind(&want.into()).map_err(|source| Error::Bind { addr: want, source })?;
+        sock.bind(&want.into())
+            .map_err(|source| Error::Bind { addr: want, source })?;
         let socket: UdpSocket = sock.into();
-        let local = socket
-            .local_addr()
-            .map_err(|e| Error::io(format!("soft device {}: reading the bound address", info.name), e))?;
+        let local = socket.local_addr().map_err(|e| {
+            Error::io(
+                format!("soft device {}: reading the bound address", info.name),
+                e,
+            )
+        })?;
         socket
             .set_read_timeout(Some(POLL_INTERVAL))
             .map_err(|e| Error::io("setting the socket read timeout", e))?;
@@ -211,8 +237,17 @@ impl SoftDevice {
         Instant(self.epoch.elapsed().as_nanos() as u64)
     }
 
-    pub(crate) fn create_qp(&self, pd: Arc<PdInner>, send_cq: Arc<CqInner>, recv_cq: Arc<CqInner>, cap: QpCap) -> Result<Arc<QpShared>> {
-        if cap.max_send_wr as usize > SQ_DEPTH || cap.max_recv_wr as usize > RQ_DEPTH || cap.max_sge as usize > rdmesh_core::rc::MAX_SGE {
+    pub(crate) fn create_qp(
+        &self,
+        pd: Arc<PdInner>,
+        send_cq: Arc<CqInner>,
+        recv_cq: Arc<CqInner>,
+        cap: QpCap,
+    ) -> Result<Arc<QpShared>> {
+        if cap.max_send_wr as usize > SQ_DEPTH
+            || cap.max_recv_wr as usize > RQ_DEPTH
+            || cap.max_sge as usize > rdmesh_core::rc::MAX_SGE
+        {
             return Err(Error::Config(format!(
                 "device {}: QP capacities {cap:?} exceed the soft provider's limits (max_send_wr {SQ_DEPTH}, max_recv_wr {RQ_DEPTH}, max_sge {})",
                 self.info.name,
@@ -246,7 +281,10 @@ impl SoftDevice {
     }
 
     pub(crate) fn destroy_qp(&self, qpn: u32) {
-        self.qps.write().unwrap_or_else(|p| p.into_inner()).remove(&qpn);
+        self.qps
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&qpn);
     }
 
     pub(crate) fn modify_qp(&self, qp: &QpShared, attr: &QpAttr) -> Result<()> {
@@ -473,11 +511,21 @@ impl SoftDevice {
     }
 
     fn run_timers(&self) {
-        let qps: Vec<Arc<QpShared>> = self.qps.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let qps: Vec<Arc<QpShared>> = self
+            .qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
         for qp in qps {
             let mut core = qp.lock();
             let now = self.now();
-            let due = core.rc.as_ref().and_then(|rc| rc.next_deadline()).is_some_and(|d| d.0 <= now.0);
+            let due = core
+                .rc
+                .as_ref()
+                .and_then(|rc| rc.next_deadline())
+                .is_some_and(|d| d.0 <= now.0);
             if due {
                 if let Some(rc) = core.rc.as_mut() {
                     rc.handle_timeout(now);
@@ -507,7 +555,11 @@ fn progress_loop(dev: Weak<SoftDevice>, socket: UdpSocket) {
         let Some(dev) = dev.upgrade() else { return };
         match r {
             Ok((n, src)) => dev.receive(&buf[..n], src),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(e) => {
                 tracing::warn!(device = %dev.info.name, error = %e, "UDP receive failed");
                 std::thread::sleep(POLL_INTERVAL);

@@ -12,7 +12,9 @@ pub const TTL: u8 = 64;
 /// (unconnected socket: IPv4 ID 0 with DF). Mixed families are compared as IPv6 (v4-mapped).
 pub(crate) fn context(src: SocketAddr, dst: SocketAddr) -> IcrcContext {
     match (src.ip(), dst.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => IcrcContext::for_udp_socket_v4(s, d, src.port(), dst.port()),
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            IcrcContext::for_udp_socket_v4(s, d, src.port(), dst.port())
+        }
         (s, d) => IcrcContext::for_udp_socket_v6(to_v6(s), to_v6(d), src.port(), dst.port()),
     }
 }

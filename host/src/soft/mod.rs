@@ -20,6 +20,6 @@
 mod engine;
 mod headers;
 
-pub use engine::{DeviceCounters, QpShared};
 pub(crate) use engine::SoftDevice;
+pub use engine::{DeviceCounters, QpShared};
 pub use headers::TTL;

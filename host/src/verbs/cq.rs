@@ -29,8 +29,12 @@ impl CqInner {
     pub(crate) fn push(&self, wc: WorkCompletion) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() >= self.capacity {
-            self.overflowed.store(true, std::sync::atomic::Ordering::Relaxed);
-            tracing::error!(capacity = self.capacity, "CQ overrun: completion dropped; create the CQ with more entries");
+            self.overflowed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!(
+                capacity = self.capacity,
+                "CQ overrun: completion dropped; create the CQ with more entries"
+            );
             return;
         }
         q.push_back(wc);
@@ -84,6 +88,8 @@ impl CompletionQueue {
 
     /// `true` once a completion was dropped because the CQ was full.
     pub fn overrun(&self) -> bool {
-        self.inner.overflowed.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner
+            .overflowed
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -166,8 +166,14 @@ fn find_device_for(addr: IpAddr) -> Option<DeviceInfo> {
     if let Some(d) = devices.iter().find(|d| d.addr == addr) {
         return Some(d.clone());
     }
-    let lo = devices.iter().find(|d| d.addr.is_loopback() && addr.is_loopback() && d.addr.is_ipv4() == addr.is_ipv4())?;
-    Some(DeviceInfo { addr, name: lo.name.clone(), ..lo.clone() })
+    let lo = devices.iter().find(|d| {
+        d.addr.is_loopback() && addr.is_loopback() && d.addr.is_ipv4() == addr.is_ipv4()
+    })?;
+    Some(DeviceInfo {
+        addr,
+        name: lo.name.clone(),
+        ..lo.clone()
+    })
 }
 
 fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {
@@ -186,10 +192,15 @@ fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {
         } else {
             continue;
         };
-        let mtu = std::fs::read_to_string(sysfs.join("class/net").join(&ifa.interface_name).join("mtu"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(1500);
+        let mtu = std::fs::read_to_string(
+            sysfs
+                .join("class/net")
+                .join(&ifa.interface_name)
+                .join("mtu"),
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1500);
         out.push(DeviceInfo {
             name: format!("soft_{}", ifa.interface_name),
             provider: "soft",

@@ -71,7 +71,12 @@ impl ProtectionDomain {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, inner.clone());
-        tracing::debug!(key = format_args!("{key:#x}"), addr = format_args!("{addr:#x}"), len = inner.len(), "registered MR");
+        tracing::debug!(
+            key = format_args!("{key:#x}"),
+            addr = format_args!("{addr:#x}"),
+            len = inner.len(),
+            "registered MR"
+        );
         Ok(MemoryRegion {
             inner,
             pd: self.inner.clone(),
@@ -83,7 +88,13 @@ impl ProtectionDomain {
 pub(crate) struct PdMemory<'a>(pub(crate) &'a PdInner);
 
 impl PdMemory<'_> {
-    fn resolve(&self, key: u32, va: u64, len: u64, kind: AccessKind) -> core::result::Result<(Arc<MrInner>, usize), MemError> {
+    fn resolve(
+        &self,
+        key: u32,
+        va: u64,
+        len: u64,
+        kind: AccessKind,
+    ) -> core::result::Result<(Arc<MrInner>, usize), MemError> {
         let mr = self.0.lookup(key).ok_or(MemError::InvalidKey)?;
         let needed = match kind {
             AccessKind::LocalRead => AccessFlags::NONE,
@@ -105,19 +116,37 @@ impl PdMemory<'_> {
 }
 
 impl MemoryAccess for PdMemory<'_> {
-    fn read(&mut self, key: u32, va: u64, out: &mut [u8], kind: AccessKind) -> core::result::Result<(), MemError> {
+    fn read(
+        &mut self,
+        key: u32,
+        va: u64,
+        out: &mut [u8],
+        kind: AccessKind,
+    ) -> core::result::Result<(), MemError> {
         let (mr, off) = self.resolve(key, va, out.len() as u64, kind)?;
         out.copy_from_slice(&mr.lock()[off..off + out.len()]);
         Ok(())
     }
 
-    fn write(&mut self, key: u32, va: u64, data: &[u8], kind: AccessKind) -> core::result::Result<(), MemError> {
+    fn write(
+        &mut self,
+        key: u32,
+        va: u64,
+        data: &[u8],
+        kind: AccessKind,
+    ) -> core::result::Result<(), MemError> {
         let (mr, off) = self.resolve(key, va, data.len() as u64, kind)?;
         mr.lock()[off..off + data.len()].copy_from_slice(data);
         Ok(())
     }
 
-    fn check(&mut self, key: u32, va: u64, len: u64, kind: AccessKind) -> core::result::Result<(), MemError> {
+    fn check(
+        &mut self,
+        key: u32,
+        va: u64,
+        len: u64,
+        kind: AccessKind,
+    ) -> core::result::Result<(), MemError> {
         self.resolve(key, va, len, kind).map(|_| ())
     }
 }

@@ -105,25 +105,55 @@ impl QpAttr {
         macro_rules! p {
             ($($f:ident),*) => { $( if self.$f.is_some() { v.push(stringify!($f)); } )* };
         }
-        p!(pkey_index, port_num, qp_access_flags, path_mtu, dest_qp_num, rq_psn, max_dest_rd_atomic,
-           min_rnr_timer, ah_attr, sq_psn, timeout, retry_cnt, rnr_retry, max_rd_atomic);
+        p!(
+            pkey_index,
+            port_num,
+            qp_access_flags,
+            path_mtu,
+            dest_qp_num,
+            rq_psn,
+            max_dest_rd_atomic,
+            min_rnr_timer,
+            ah_attr,
+            sq_psn,
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            max_rd_atomic
+        );
         v
     }
 }
 
 /// Required and optional attributes of each RC transition (kernel `qp_state_table`).
-fn transition_rules(from: QpState, to: QpState) -> Option<(&'static [&'static str], &'static [&'static str])> {
+fn transition_rules(
+    from: QpState,
+    to: QpState,
+) -> Option<(&'static [&'static str], &'static [&'static str])> {
     use QpState::*;
     Some(match (from, to) {
         (_, Reset) | (_, Err) => (&[], &[]),
         (Reset, Init) => (&["pkey_index", "port_num", "qp_access_flags"], &[]),
         (Init, Init) => (&[], &["pkey_index", "port_num", "qp_access_flags"]),
         (Init, Rtr) => (
-            &["ah_attr", "path_mtu", "dest_qp_num", "rq_psn", "max_dest_rd_atomic", "min_rnr_timer"],
+            &[
+                "ah_attr",
+                "path_mtu",
+                "dest_qp_num",
+                "rq_psn",
+                "max_dest_rd_atomic",
+                "min_rnr_timer",
+            ],
             &["qp_access_flags", "pkey_index"],
         ),
         (Rtr, Rts) => (
-            &["timeout", "retry_cnt", "rnr_retry", "sq_psn", "max_rd_atomic"],
+            &[
+                "timeout",
+                "retry_cnt",
+                "rnr_retry",
+                "sq_psn",
+                "max_rd_atomic",
+            ],
             &["qp_access_flags", "min_rnr_timer"],
         ),
         (Rts, Rts) => (&[], &["qp_access_flags", "min_rnr_timer"]),
@@ -132,7 +162,12 @@ fn transition_rules(from: QpState, to: QpState) -> Option<(&'static [&'static st
 }
 
 /// Checks `attr` against the transition table and value ranges. Returns the reason on failure.
-pub(crate) fn check_transition(from: QpState, attr: &QpAttr, active_mtu: Mtu, netdev: &str) -> std::result::Result<QpState, String> {
+pub(crate) fn check_transition(
+    from: QpState,
+    attr: &QpAttr,
+    active_mtu: Mtu,
+    netdev: &str,
+) -> std::result::Result<QpState, String> {
     let to = attr.qp_state.ok_or("qp_state is required")?;
     let (required, optional) = transition_rules(from, to)
         .ok_or_else(|| format!("{from:?} -> {to:?} is not a valid RC transition (RESET->INIT->RTR->RTS; any->ERR/RESET)"))?;
@@ -146,7 +181,9 @@ pub(crate) fn check_transition(from: QpState, attr: &QpAttr, active_mtu: Mtu, ne
         .filter(|p| !required.contains(p) && !optional.contains(p))
         .collect();
     if !extra.is_empty() && to != QpState::Err && to != QpState::Reset {
-        return Err(format!("attribute(s) {extra:?} not allowed in this transition"));
+        return Err(format!(
+            "attribute(s) {extra:?} not allowed in this transition"
+        ));
     }
     let range = |name: &str, v: Option<u32>, max: u32| match v {
         Some(x) if x > max => Err(format!("{name} = {x} is out of range 0..={max}")),
@@ -160,10 +197,15 @@ pub(crate) fn check_transition(from: QpState, attr: &QpAttr, active_mtu: Mtu, ne
     range("retry_cnt", attr.retry_cnt.map(u32::from), 7)?;
     range("rnr_retry", attr.rnr_retry.map(u32::from), 7)?;
     if attr.port_num == Some(0) || attr.port_num.is_some_and(|p| p > 1) {
-        return Err(format!("port_num {} does not exist: soft devices have port 1", attr.port_num.unwrap_or(0)));
+        return Err(format!(
+            "port_num {} does not exist: soft devices have port 1",
+            attr.port_num.unwrap_or(0)
+        ));
     }
     if attr.pkey_index.is_some_and(|i| i != 0) {
-        return Err("pkey_index must be 0: the soft provider's P_Key table holds only 0xFFFF".into());
+        return Err(
+            "pkey_index must be 0: the soft provider's P_Key table holds only 0xFFFF".into(),
+        );
     }
     if let Some(m) = attr.path_mtu {
         if m.bytes() > active_mtu.bytes() {
@@ -176,7 +218,10 @@ pub(crate) fn check_transition(from: QpState, attr: &QpAttr, active_mtu: Mtu, ne
     }
     if let Some(ah) = attr.ah_attr {
         if ah.dgid.is_unspecified() || ah.udp_port == 0 {
-            return Err(format!("ah_attr {} is not a usable destination", ah.socket_addr()));
+            return Err(format!(
+                "ah_attr {} is not a usable destination",
+                ah.socket_addr()
+            ));
         }
     }
     if attr.dest_qp_num == Some(0) {
@@ -283,7 +328,9 @@ pub struct QueuePair {
 
 impl fmt::Debug for QueuePair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QueuePair").field("qpn", &self.qp_num()).finish()
+        f.debug_struct("QueuePair")
+            .field("qpn", &self.qp_num())
+            .finish()
     }
 }
 
@@ -292,8 +339,18 @@ impl ProtectionDomain {
     /// receives to `recv_cq` (they may be the same CQ).
     ///
     /// Errors: [`Error::Config`] when `cap` exceeds the provider's limits.
-    pub fn create_qp(&self, send_cq: &CompletionQueue, recv_cq: &CompletionQueue, cap: QpCap) -> Result<QueuePair> {
-        let shared = self.device.create_qp(self.inner.clone(), send_cq.inner.clone(), recv_cq.inner.clone(), cap)?;
+    pub fn create_qp(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        cap: QpCap,
+    ) -> Result<QueuePair> {
+        let shared = self.device.create_qp(
+            self.inner.clone(),
+            send_cq.inner.clone(),
+            recv_cq.inner.clone(),
+            cap,
+        )?;
         Ok(QueuePair {
             shared,
             device: self.device.clone(),
@@ -338,11 +395,17 @@ impl QueuePair {
             let (opcode, remote_addr, rkey, imm) = match wr.opcode {
                 WrOpcode::Send => (SendOpcode::Send, 0, 0, 0),
                 WrOpcode::SendWithImm(imm) => (SendOpcode::SendWithImm, 0, 0, imm),
-                WrOpcode::RdmaWrite { remote_addr, rkey } => (SendOpcode::RdmaWrite, remote_addr, rkey, 0),
-                WrOpcode::RdmaWriteWithImm { remote_addr, rkey, imm } => {
-                    (SendOpcode::RdmaWriteWithImm, remote_addr, rkey, imm)
+                WrOpcode::RdmaWrite { remote_addr, rkey } => {
+                    (SendOpcode::RdmaWrite, remote_addr, rkey, 0)
                 }
-                WrOpcode::RdmaRead { remote_addr, rkey } => (SendOpcode::RdmaRead, remote_addr, rkey, 0),
+                WrOpcode::RdmaWriteWithImm {
+                    remote_addr,
+                    rkey,
+                    imm,
+                } => (SendOpcode::RdmaWriteWithImm, remote_addr, rkey, imm),
+                WrOpcode::RdmaRead { remote_addr, rkey } => {
+                    (SendOpcode::RdmaRead, remote_addr, rkey, 0)
+                }
             };
             wqes.push(SendWqe {
                 wr_id: wr.wr_id,
@@ -394,7 +457,10 @@ impl Drop for QueuePair {
 fn to_sg_list(sges: &[Sge]) -> std::result::Result<heapless::Vec<Sge, MAX_SGE>, String> {
     let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if total > 1 << 31 {
-        return Err(format!("scatter/gather list of {total} bytes exceeds the 2^31-byte message limit"));
+        return Err(format!(
+            "scatter/gather list of {total} bytes exceeds the 2^31-byte message limit"
+        ));
     }
-    heapless::Vec::from_slice(sges).map_err(|_| format!("{} SGEs exceed the maximum of {MAX_SGE}", sges.len()))
+    heapless::Vec::from_slice(sges)
+        .map_err(|_| format!("{} SGEs exceed the maximum of {MAX_SGE}", sges.len()))
 }

@@ -53,7 +53,7 @@ fn msg() -> impl Strategy<Value = Msg> {
             Just(Kind::WriteImm),
             Just(Kind::Read)
         ],
-        prop_oneof![0u32..8, 0u32..3000, 200u32..600],
+        prop_oneof![3 => 0u32..8, 3 => 0u32..3000, 3 => 200u32..600, 1 => 16_000u32..40_000],
         0u32..40,
         proptest::bool::weighted(0.8),
     )
@@ -218,6 +218,10 @@ impl Sim {
                 }
             }
             Action::Timer => {
+                // A timer is early (a fault) unless the links are empty and neither side has
+                // anything ready to send: a packet it has ready goes on the link first.
+                self.p.transmit(Dir::AtoB);
+                self.p.transmit(Dir::BtoA);
                 let early = !self.quiescent();
                 if early && self.faults_left == 0 {
                     return;
