@@ -1,9 +1,6 @@
 //! `rdmesh topo` through the binary, on the DGX Spark fixture: the JSON equals the library's
 //! report, the text starts with the ibdev2netdev lines, and a bad `RDMESH_GID_INDEX` is an error
 //! exit naming the variable.
-//!
-//! Ignored until `Command::Topo` is wired into host/src/cli/mod.rs (see docs/topology.md); then
-//! remove the `#[ignore]`s.
 
 mod topo_fixture;
 
@@ -18,7 +15,6 @@ fn rdmesh() -> Command {
 }
 
 #[test]
-#[ignore = "needs `rdmesh topo` wired in host/src/cli/mod.rs"]
 fn rdmesh_topo_json_and_text() {
     let (t, ipj) = topo_fixture::dgx_spark_one_cable();
     let out = rdmesh()

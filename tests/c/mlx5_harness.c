@@ -125,8 +125,8 @@ static void cmd_post(void)
 	uint32_t rkey = (uint32_t)num();
 	uint64_t compare = num(), swap_add = num();
 	int nsge = (int)num();
-	uint64_t addr[64];
-	uint32_t lkey[64], len[64];
+	uint64_t addr[256];
+	uint32_t lkey[256], len[256];
 	static uint8_t inl[1024];
 	size_t inl_len;
 	uint32_t idx = cur_post & (wqe_cnt - 1);
@@ -136,7 +136,7 @@ static void cmd_post(void)
 	uint8_t fm_ce_se;
 	int atomic = opcode == MLX5_OPCODE_ATOMIC_CS || opcode == MLX5_OPCODE_ATOMIC_FA;
 
-	if (opcode < 0 || nsge > 64) {
+	if (opcode < 0 || nsge > 256) {
 		fprintf(stderr, "harness: bad post\n");
 		exit(2);
 	}

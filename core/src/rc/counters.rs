@@ -32,7 +32,8 @@ pub struct RcCounters {
     pub rx_payload_bytes: u64,
     /// Request packets sent again (PSN already sent once): go-back-N and timer retries.
     pub retransmitted_packets: u64,
-    /// Retransmit-timer expiries that triggered a retry (rxe `retry_exceeded_err` source).
+    /// Retransmit-timer expiries with PSNs outstanding (each starts a retry or ends in
+    /// `RetryExcErr`).
     pub timeouts: u64,
     /// Retries started for any reason (timeout, PSN sequence NAK, implied NAK, RNR NAK).
     pub retries: u64,

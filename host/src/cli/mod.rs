@@ -9,6 +9,7 @@ use crate::bench::{BenchOptions, Mode};
 use crate::error::{Error, Result};
 
 pub mod pcap;
+pub mod topo;
 
 /// rdmesh: userspace RDMA (RoCEv2) driver and transport.
 #[derive(Debug, Parser)]
@@ -35,6 +36,8 @@ pub enum Command {
     },
     /// List the devices of this machine (soft devices: one per interface address).
     Devices,
+    /// RDMA device ports: netdev, addresses, GID index, MTU, speed, PCIe link and ceiling.
+    Topo(topo::TopoArgs),
 }
 
 /// `rdmesh pcap` subcommands.
@@ -183,6 +186,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Pcap {
             command: PcapCommand::Decode { file, json },
         } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
+        Command::Topo(args) => topo::run(&args),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(

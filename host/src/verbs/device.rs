@@ -162,52 +162,48 @@ impl Device {
 /// The device whose interface owns `addr`: an exact address match, or a loopback interface
 /// whose prefix contains it (all of 127.0.0.0/8 is local on `lo`).
 fn find_device_for(addr: IpAddr) -> Option<DeviceInfo> {
-    let devices = list_soft_devices(&PathBuf::from("/sys")).ok()?;
-    if let Some(d) = devices.iter().find(|d| d.addr == addr) {
-        return Some(d.clone());
-    }
-    let lo = devices.iter().find(|d| {
-        d.addr.is_loopback() && addr.is_loopback() && d.addr.is_ipv4() == addr.is_ipv4()
+    let netdevs = crate::topo::addrs::from_netlink().ok()?;
+    let exact = netdevs
+        .iter()
+        .find(|n| n.addrs.iter().any(|a| a.ip == addr));
+    let owner = exact.or_else(|| {
+        netdevs
+            .iter()
+            .find(|n| n.loopback && n.addrs.iter().any(|a| a.contains(addr)))
     })?;
-    Some(DeviceInfo {
-        addr,
-        name: lo.name.clone(),
-        ..lo.clone()
-    })
+    Some(device_info(&PathBuf::from("/sys"), owner, addr))
 }
 
-fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {
-    let addrs = nix::ifaddrs::getifaddrs()
-        .map_err(|e| Error::io("listing interface addresses (getifaddrs)", e.into()))?;
-    let mut out = Vec::new();
-    for ifa in addrs {
-        let Some(sa) = ifa.address else { continue };
-        let ip: IpAddr = if let Some(v4) = sa.as_sockaddr_in() {
-            IpAddr::V4(v4.ip())
-        } else if let Some(v6) = sa.as_sockaddr_in6() {
-            if v6.scope_id() != 0 {
-                continue; // link-local addresses need a scope: not a RoCEv2 GID we route to
-            }
-            IpAddr::V6(v6.ip())
-        } else {
-            continue;
-        };
-        let mtu = std::fs::read_to_string(
-            sysfs
-                .join("class/net")
-                .join(&ifa.interface_name)
-                .join("mtu"),
-        )
+fn device_info(
+    sysfs: &std::path::Path,
+    n: &crate::topo::addrs::NetdevAddrs,
+    addr: IpAddr,
+) -> DeviceInfo {
+    let mtu = crate::topo::netdev::read_netdev(sysfs, &n.name)
         .ok()
-        .and_then(|s| s.trim().parse().ok())
+        .and_then(|d| d.mtu)
+        .or(n.mtu)
         .unwrap_or(1500);
-        out.push(DeviceInfo {
-            name: format!("soft_{}", ifa.interface_name),
-            provider: "soft",
-            netdev: ifa.interface_name.clone(),
-            addr: ip,
-            netdev_mtu: mtu,
-        });
+    DeviceInfo {
+        name: crate::topo::soft::soft_device_name(&n.name),
+        provider: "soft",
+        netdev: n.name.clone(),
+        addr,
+        netdev_mtu: mtu,
     }
-    Ok(out)
+}
+
+/// One soft device per interface address (loopback included: it is where two endpoints on
+/// one machine meet), skipping IPv6 link-local addresses, which need a scope to route.
+fn list_soft_devices(sysfs: &std::path::Path) -> Result<Vec<DeviceInfo>> {
+    let netdevs = crate::topo::addrs::from_netlink().map_err(|e| Error::Config(e.to_string()))?;
+    Ok(netdevs
+        .iter()
+        .flat_map(|n| {
+            n.addrs
+                .iter()
+                .filter(|a| !crate::topo::soft::is_ipv6_link_local(a.ip))
+                .map(move |a| device_info(sysfs, n, a.ip))
+        })
+        .collect())
 }

@@ -1,0 +1,280 @@
+//! Cost of posting an mlx5 RDMA WRITE WQE (control + remote-address + one data segment) into a
+//! send-queue ring and updating the doorbell record, against the reference: the same loop in C
+//! with rdma-core's `<infiniband/mlx5dv.h>` helpers (`core/benches/c/mlx5_wqe_loop.c`,
+//! compiled `cc -O2` by this bench at start-up into `CARGO_TARGET_TMPDIR`), timed in the same
+//! run. Also WQEs/s for doorbell batches of 1, 8, 32 and 64 WQEs through [`Batcher`], whose
+//! effect list (dbrec store, barriers, 8-byte doorbell into a simulated UAR page) is executed
+//! here; the C reference does the same writes. Without a device every barrier is a compiler
+//! barrier on both sides (x86-64's `udma_to_device_barrier`).
+//!
+//! Run: `cargo bench -p rdmesh-core --bench mlx5_wqe`. After criterion's report, lines
+//! starting `mlx5_wqe:` print ns/WQE (and WQEs/s) for rdmesh and for C, and the ratio. Needs
+//! `cc` and libibverbs-dev for the C side; without them only rdmesh's numbers are printed.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{compiler_fence, Ordering};
+use std::time::Instant;
+
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use rdmesh_core::mlx5::doorbell::BfMode;
+use rdmesh_core::mlx5::{
+    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, Post, QpType, SendFlags, SendWr,
+    Sge, SqWriter, TransportSeg, WrOp,
+};
+
+const RING_WQEBBS: usize = 256;
+const QPN: u32 = 0xabc;
+
+fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
+    SendWr {
+        op: WrOp::RdmaWrite {
+            raddr: 0x7f00_0000_0000 + i * 64,
+            rkey: 0x1234,
+        },
+        flags: SendFlags {
+            signaled: true,
+            ..SendFlags::default()
+        },
+        transport: TransportSeg::None,
+        payload: Payload::Gather(sge),
+    }
+}
+
+/// One RDMA WRITE per call plus the dbrec store; retires the whole ring when it is full.
+struct Single {
+    ring: Vec<u8>,
+    dbrec: [u8; 8],
+    pc: u16,
+    i: u64,
+}
+
+impl Single {
+    fn new() -> Single {
+        Single {
+            ring: vec![0u8; RING_WQEBBS * 64],
+            dbrec: [0; 8],
+            pc: 0,
+            i: 0,
+        }
+    }
+
+    fn run(&mut self, iters: u64) {
+        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+            .unwrap()
+            .with_counter(self.pc);
+        for _ in 0..iters {
+            if sq.free() == 0 {
+                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
+            }
+            let sge = [Sge {
+                addr: 0x5500_0000_0000 + self.i * 64,
+                lkey: 0x5678,
+                len: 64,
+            }];
+            sq.post(&write_wr(&sge, self.i)).unwrap();
+            self.i += 1;
+            compiler_fence(Ordering::SeqCst);
+            self.dbrec[4..].copy_from_slice(&sq.dbrec());
+            black_box(&self.dbrec);
+        }
+        self.pc = sq.pc();
+    }
+}
+
+/// Batches of `n` WQEs through a [`Batcher`], executing the effects.
+struct Batched {
+    ring: Vec<u8>,
+    dbrec: [u8; 8],
+    uar: [u8; 0x1000],
+    pc: u16,
+    i: u64,
+    batcher: Batcher,
+}
+
+impl Batched {
+    fn new(n: u16) -> Batched {
+        let policy = BatchPolicy {
+            max_batch: n,
+            signal_every: n,
+            inline_threshold: 0,
+            bf: BfMode::Off,
+        };
+        Batched {
+            ring: vec![0u8; RING_WQEBBS * 64],
+            dbrec: [0; 8],
+            uar: [0; 0x1000],
+            pc: 0,
+            i: 0,
+            batcher: Batcher::new(policy, Bfreg::new(BfregConfig::blueflame(0x800, 256))).unwrap(),
+        }
+    }
+
+    fn run(&mut self, iters: u64) {
+        let n = self.batcher.policy().max_batch;
+        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+            .unwrap()
+            .with_counter(self.pc);
+        for _ in 0..iters {
+            if sq.free() == 0 || (self.batcher.pending() == 0 && sq.free() < n) {
+                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
+            }
+            let sge = [Sge {
+                addr: 0x5500_0000_0000 + self.i * 64,
+                lkey: 0x5678,
+                len: 64,
+            }];
+            let op = WrOp::RdmaWrite {
+                raddr: 0x7f00_0000_0000 + self.i * 64,
+                rkey: 0x1234,
+            };
+            self.i += 1;
+            let (_, effects) = self.batcher.post(&mut sq, &Post::new(op, &sge)).unwrap();
+            if let Some(effects) = effects {
+                for e in effects {
+                    match e {
+                        Effect::WriteWqes { .. } | Effect::Lock | Effect::Unlock => {}
+                        Effect::Barrier(_) => compiler_fence(Ordering::SeqCst),
+                        Effect::DbrecStore { record, value } => {
+                            let o = record.byte_offset();
+                            self.dbrec[o..o + 4].copy_from_slice(&value);
+                        }
+                        Effect::Mmio64 { offset, value } => {
+                            let o = offset as usize;
+                            self.uar[o..o + 8].copy_from_slice(&value);
+                        }
+                        Effect::BlueFlame { .. } => unreachable!("BfMode::Off"),
+                    }
+                }
+                black_box((&self.dbrec, &self.uar));
+            }
+        }
+        self.pc = sq.pc();
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mlx5_rdma_write_wqe");
+    g.throughput(Throughput::Elements(1));
+    let mut s = Single::new();
+    g.bench_function("sqwriter_post_and_dbrec", |b| b.iter(|| s.run(1)));
+    g.finish();
+
+    let mut g = c.benchmark_group("mlx5_doorbell_batch");
+    for n in [1u16, 8, 32, 64] {
+        g.throughput(Throughput::Elements(n as u64));
+        let mut b8 = Batched::new(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            b.iter(|| b8.run(n as u64))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+
+/// Best-of-`repeats` ns per WQE of `f(iters)`.
+fn ns_per_wqe(iters: u64, repeats: u32, mut f: impl FnMut(u64)) -> f64 {
+    f(iters / 10);
+    let mut best = f64::MAX;
+    for _ in 0..repeats {
+        let t = Instant::now();
+        f(iters);
+        best = best.min(t.elapsed().as_nanos() as f64 / iters as f64);
+    }
+    best
+}
+
+/// Compiles the C reference loop; `Err` says why it is unavailable.
+fn c_reference() -> Result<PathBuf, String> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/c/mlx5_wqe_loop.c");
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mlx5_wqe_loop");
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("cannot run cc: {e} (install gcc)"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc -O2 {} failed (is libibverbs-dev installed?): {}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(exe)
+}
+
+fn c_ns(exe: &PathBuf, args: &[String]) -> Result<f64, String> {
+    let out = Command::new(exe)
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.trim()
+        .strip_prefix("ns_per_wqe ")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("unexpected output from the C loop: {s}"))
+}
+
+fn ratio_report() {
+    const ITERS: u64 = 4_000_000;
+    const REPEATS: u32 = 7;
+    let c = c_reference();
+    if let Err(e) = &c {
+        println!("mlx5_wqe: C reference unavailable: {e}");
+    }
+    let mut s = Single::new();
+    let rust = ns_per_wqe(ITERS, REPEATS, |n| s.run(n));
+    match c.as_ref().map_err(Clone::clone).and_then(|exe| {
+        c_ns(
+            exe,
+            &["single".into(), ITERS.to_string(), REPEATS.to_string()],
+        )
+    }) {
+        Ok(cns) => println!(
+            "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh SqWriter {rust:.2} ns/WQE, \
+             C mlx5dv.h -O2 {cns:.2} ns/WQE, ratio rdmesh/C {:.2}x",
+            rust / cns
+        ),
+        Err(e) => println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {rust:.2} ns/WQE (C: {e})"),
+    }
+    for n in [1u16, 8, 32, 64] {
+        let mut b = Batched::new(n);
+        let rust = ns_per_wqe(ITERS, REPEATS, |k| b.run(k));
+        let cres = c.as_ref().map_err(Clone::clone).and_then(|exe| {
+            c_ns(
+                exe,
+                &[
+                    "batch".into(),
+                    n.to_string(),
+                    ITERS.to_string(),
+                    REPEATS.to_string(),
+                ],
+            )
+        });
+        match cres {
+            Ok(cns) => println!(
+                "mlx5_wqe: doorbell batch {n:>2}: rdmesh Batcher {:.1} M WQEs/s ({rust:.2} ns/WQE), \
+                 C {:.1} M WQEs/s ({cns:.2} ns/WQE), ratio rdmesh/C {:.2}x",
+                1e3 / rust,
+                1e3 / cns,
+                rust / cns
+            ),
+            Err(_) => println!(
+                "mlx5_wqe: doorbell batch {n:>2}: rdmesh Batcher {:.1} M WQEs/s ({rust:.2} ns/WQE)",
+                1e3 / rust
+            ),
+        }
+    }
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // Only when really benchmarking (cargo bench passes --bench), not in `cargo test` runs.
+    if std::env::args().any(|a| a == "--bench") {
+        ratio_report();
+    }
+}
