@@ -79,6 +79,7 @@ impl AtomicRepr {
     }
 
     /// Writes the 16 bytes; panics below 16 bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut AtomicSeg<&mut T>) {
         seg.set_swap_add(self.swap_add);
         seg.set_compare(self.compare);

@@ -289,16 +289,21 @@ impl CtrlRepr {
     /// Writes all 16 bytes (the QPN's low 24 bits, DS masked to 6 bits); panics if the buffer
     /// is shorter than 16 bytes. Same bytes as `mlx5dv_set_ctrl_seg(seg, wqe_index, opcode,
     /// opmod, qpn, fm_ce_se, ds, signature, htobe32(imm))` with the reserved bytes zeroed.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut CtrlSeg<&mut T>) {
-        seg.set_opmod(self.opmod);
-        seg.set_wqe_index(self.wqe_index);
-        seg.set_opcode(self.opcode);
-        seg.set_qpn(self.qpn);
-        seg.set_ds(self.ds);
-        seg.set_signature(self.signature);
-        seg.set_dci_stream_channel_id(self.dci_stream_channel_id);
-        seg.set_fm_ce_se(self.fm_ce_se);
-        seg.set_imm(self.imm);
+        // Built as two big-endian words and four bytes, then stored at once.
+        let w0 = ((self.opmod as u32) << 24)
+            | ((self.wqe_index as u32) << 8)
+            | u8::from(self.opcode) as u32;
+        let w1 = ((self.qpn & 0x00ff_ffff) << 8) | (self.ds & DS_MASK) as u32;
+        let mut b = [0u8; LEN];
+        b[0..4].copy_from_slice(&w0.to_be_bytes());
+        b[4..8].copy_from_slice(&w1.to_be_bytes());
+        b[field::SIGNATURE] = self.signature;
+        b[field::DCI_STREAM_CHANNEL_ID].copy_from_slice(&self.dci_stream_channel_id.to_be_bytes());
+        b[field::FM_CE_SE] = self.fm_ce_se.0;
+        b[field::IMM].copy_from_slice(&self.imm.to_be_bytes());
+        seg.buffer.as_mut()[..LEN].copy_from_slice(&b);
     }
 
     /// WQEBBs this WQE consumes: `ceil(ds / 4)`.

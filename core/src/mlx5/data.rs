@@ -103,6 +103,7 @@ impl DataRepr {
 
     /// Writes the 16 bytes; panics below 16 bytes. Same bytes as
     /// `mlx5dv_set_data_seg(seg, byte_count, lkey, addr)`.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut DataSeg<&mut T>) {
         seg.set_byte_count(self.byte_count);
         seg.set_lkey(self.lkey);

@@ -90,6 +90,7 @@ impl RaddrRepr {
     }
 
     /// Writes all 16 bytes (reserved = 0); panics below 16 bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut RaddrSeg<&mut T>) {
         seg.set_raddr(self.raddr);
         seg.set_rkey(self.rkey);

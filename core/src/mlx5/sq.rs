@@ -99,6 +99,7 @@ impl<'r> SqWriter<'r> {
     /// Those of [`SendWr::check`]; [`Error::Oversize`] when the WQE has more WQEBBs than the
     /// ring; [`Error::RingFull`] when fewer WQEBBs are free than it needs. Nothing is written
     /// on error.
+    #[inline]
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<Posted> {
         let ds = wr.check(self.qp_type)?;
         let n = wqebbs_for_ds(ds) as u16;
@@ -176,6 +177,7 @@ impl<'r> SqWriter<'r> {
     }
 
     /// The producer counter: WQE index of the next WQE (what the doorbell record carries).
+    #[inline]
     pub fn pc(&self) -> u16 {
         self.pc
     }
@@ -186,11 +188,13 @@ impl<'r> SqWriter<'r> {
     }
 
     /// WQEBBs posted and not yet retired.
+    #[inline]
     pub fn outstanding(&self) -> u16 {
         self.pc.wrapping_sub(self.cc)
     }
 
     /// WQEBBs free for new WQEs.
+    #[inline]
     pub fn free(&self) -> u16 {
         self.wqebbs - self.outstanding()
     }
@@ -222,6 +226,7 @@ impl<'r> SqWriter<'r> {
 
     /// The send doorbell-record word (QP dbrec dword 1, `MLX5_SND_DBR`):
     /// `htobe32(pc & 0xffff)`, as bytes.
+    #[inline]
     pub fn dbrec(&self) -> [u8; 4] {
         (self.pc as u32).to_be_bytes()
     }

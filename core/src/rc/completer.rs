@@ -215,8 +215,8 @@ impl<const SQ: usize> Requester<SQ> {
     }
 
     fn on_fatal_nak(&mut self, psn: Psn, status: WcStatus) -> Result<(), Fatal> {
-        let walk = self.ack_before(psn);
-        let _ = walk;
+        // PSNs before the NAK were executed: their SEND/WRITE WQEs complete successfully.
+        self.ack_before(psn);
         let failed = self.sq.iter().position(|e| e.contains(psn)).unwrap_or(0);
         self.complete_in_error(failed, status);
         Err(Fatal)

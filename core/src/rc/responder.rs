@@ -315,13 +315,13 @@ impl<const RQ: usize> Responder<RQ> {
             | Opcode::RcSendLast
             | Opcode::RcSendLastWithImmediate
             | Opcode::RcSendOnly
-            | Opcode::RcSendOnlyWithImmediate => self.exec_send(hdr, payload, mem, ctr),
+            | Opcode::RcSendOnlyWithImmediate => self.exec_send(hdr, payload, mem),
             Opcode::RcRdmaWriteFirst
             | Opcode::RcRdmaWriteMiddle
             | Opcode::RcRdmaWriteLast
             | Opcode::RcRdmaWriteLastWithImmediate
             | Opcode::RcRdmaWriteOnly
-            | Opcode::RcRdmaWriteOnlyWithImmediate => self.exec_write(hdr, payload, mem, ctr),
+            | Opcode::RcRdmaWriteOnlyWithImmediate => self.exec_write(hdr, payload, mem),
             Opcode::RcRdmaReadRequest => self.exec_read(hdr, mem),
             // Atomics, SEND with invalidate: not supported by this responder.
             _ => Self::fatal(psn, NakCode::InvalidRequest),
@@ -371,7 +371,6 @@ impl<const RQ: usize> Responder<RQ> {
         hdr: &TransportRepr,
         payload: &[u8],
         mem: &mut M,
-        _ctr: &mut RcCounters,
     ) -> Exec {
         let op = hdr.bth.opcode;
         let psn = hdr.bth.psn;
@@ -424,7 +423,6 @@ impl<const RQ: usize> Responder<RQ> {
         hdr: &TransportRepr,
         payload: &[u8],
         mem: &mut M,
-        _ctr: &mut RcCounters,
     ) -> Exec {
         let op = hdr.bth.opcode;
         let psn = hdr.bth.psn;
