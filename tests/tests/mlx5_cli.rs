@@ -128,7 +128,7 @@ fn encode_rejects_with_line_numbers() {
 #[test]
 fn decode_cqe_matches_mlx5dv() {
     let Some(exe) = harness() else { return };
-    let mut rng = Rng::new(0x6371_652d_636c_69);
+    let mut rng = Rng::new(0x0063_7165_2d63_6c69);
     let mut cqes = Vec::new();
     let mut input = String::new();
     for i in 0..40 {

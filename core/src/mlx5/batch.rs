@@ -90,8 +90,9 @@ impl<'a> Post<'a> {
 pub struct Batcher {
     policy: BatchPolicy,
     bfreg: Bfreg,
-    since_signal: u16,
-    pending: u16,
+    // u32 rather than u16: see the note on SqWriter's counters.
+    since_signal: u32,
+    pending: u32,
 }
 
 impl Batcher {
@@ -118,10 +119,11 @@ impl Batcher {
 
     /// WQEs written but not yet announced by a doorbell.
     pub const fn pending(&self) -> u16 {
-        self.pending
+        self.pending as u16
     }
 
     /// `true` when `p` would be sent inline under this policy.
+    #[inline]
     pub fn goes_inline(&self, p: &Post<'_>) -> bool {
         let op_ok = matches!(
             p.op,
@@ -135,18 +137,22 @@ impl Batcher {
             && op_ok
     }
 
-    /// Posts one WQE under the policy; returns what was written and, when the batch reached
-    /// `max_batch`, the doorbell effects to execute.
+    /// Posts one WQE under the policy. When the batch reaches `max_batch`, the doorbell
+    /// rings: `effects` receives the doorbell sequence to execute (it is cleared first, and
+    /// left empty when no doorbell is due).
     ///
     /// # Errors
     /// Those of [`SqWriter::post`] (the batcher's state is unchanged on error; flush pending
     /// WQEs and retire completions after [`Error::RingFull`]).
+    #[inline]
     pub fn post(
         &mut self,
         sq: &mut SqWriter<'_>,
         p: &Post<'_>,
-    ) -> Result<(Posted, Option<Effects>)> {
-        let signaled = p.force_signal || self.since_signal + 1 >= self.policy.signal_every;
+        effects: &mut Effects,
+    ) -> Result<Posted> {
+        effects.clear();
+        let signaled = p.force_signal || self.since_signal + 1 >= self.policy.signal_every as u32;
         let payload = match p.bytes {
             Some(b) if self.goes_inline(p) => Payload::Inline(b),
             _ => Payload::Gather(p.sges),
@@ -164,19 +170,25 @@ impl Batcher {
         let posted = sq.post(&wr)?;
         self.since_signal = if signaled { 0 } else { self.since_signal + 1 };
         self.pending += 1;
-        let ring = if self.pending >= self.policy.max_batch {
-            self.flush(sq)
-        } else {
-            None
-        };
-        Ok((posted, ring))
+        if self.pending >= self.policy.max_batch as u32 {
+            self.flush(sq, effects);
+        }
+        Ok(posted)
     }
 
-    /// Rings the doorbell for the pending WQEs, if any.
-    pub fn flush(&mut self, sq: &mut SqWriter<'_>) -> Option<Effects> {
+    /// Rings the doorbell for the pending WQEs: `effects` receives the sequence (cleared
+    /// first); returns `false`, with `effects` empty, when nothing was pending.
+    #[inline]
+    pub fn flush(&mut self, sq: &mut SqWriter<'_>, effects: &mut Effects) -> bool {
+        effects.clear();
         self.pending = 0;
-        let b = sq.take_batch()?;
-        Some(self.bfreg.ring_send(&b, self.policy.bf))
+        match sq.take_batch() {
+            Some(b) => {
+                self.bfreg.ring_send_into(&b, self.policy.bf, effects);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -215,10 +227,11 @@ mod test {
             rkey: 2,
         };
         let mut rings = 0;
+        let mut e = Effects::new();
         for i in 0..8u16 {
-            let (p, e) = b.post(&mut sq, &Post::new(op, &sge)).unwrap();
+            let p = b.post(&mut sq, &Post::new(op, &sge), &mut e).unwrap();
             assert_eq!(p.wqe_index, i);
-            if let Some(e) = e {
+            if !e.is_empty() {
                 rings += 1;
                 assert_eq!(i % 4, 3);
                 // Four WQEs: never BlueFlame; the 8-byte doorbell carries WQE i's ctrl head.
@@ -243,7 +256,8 @@ mod test {
             signaled,
             [false, true, false, true, false, true, false, true]
         );
-        assert!(b.flush(&mut sq).is_none());
+        assert!(!b.flush(&mut sq, &mut e));
+        assert!(e.is_empty());
     }
 
     #[test]
@@ -264,9 +278,9 @@ mod test {
         let mut p = Post::new(WrOp::Send, &sge);
         p.bytes = Some(&data);
         assert!(b.goes_inline(&p));
-        let (posted, e) = b.post(&mut sq, &p).unwrap();
+        let mut e = Effects::new();
+        let posted = b.post(&mut sq, &p, &mut e).unwrap();
         assert_eq!(posted.ds, 4); // ctrl + inline(36 -> 48 B)
-        let e = e.unwrap();
         assert_eq!(
             e[4],
             Effect::BlueFlame {
@@ -279,12 +293,9 @@ mod test {
         let data = [7u8; 33];
         p.bytes = Some(&data);
         assert!(!b.goes_inline(&p));
-        let (posted, e) = b.post(&mut sq, &p).unwrap();
+        let posted = b.post(&mut sq, &p, &mut e).unwrap();
         assert_eq!(posted.ds, 2);
-        assert!(matches!(
-            e.unwrap()[4],
-            Effect::Mmio64 { offset: 0x900, .. }
-        ));
+        assert!(matches!(e[4], Effect::Mmio64 { offset: 0x900, .. }));
         // READ never goes inline.
         let mut r = Post::new(WrOp::RdmaRead { raddr: 0, rkey: 0 }, &sge);
         r.bytes = Some(&data[..4]);

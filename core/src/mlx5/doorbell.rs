@@ -254,6 +254,7 @@ impl Bfreg {
     /// `true` when `batch` goes out as a BlueFlame copy under `mode` (rdma-core
     /// `!shut_up_bf && nreq == 1 && bf->uuarn && (inl || prefer_bf) && size > 1 &&
     /// size <= bf->buf_size / 16`).
+    #[inline]
     pub fn uses_blueflame(&self, batch: &SendBatch, mode: BfMode) -> bool {
         let wanted = match mode {
             BfMode::Off => false,
@@ -271,6 +272,15 @@ impl Bfreg {
     /// table in the module docs), and the switch to the other half.
     pub fn ring_send(&mut self, batch: &SendBatch, mode: BfMode) -> Effects {
         let mut e = Effects::new();
+        self.ring_send_into(batch, mode, &mut e);
+        e
+    }
+
+    /// [`ring_send`](Self::ring_send) into a caller-provided list (cleared first), which
+    /// avoids moving the list on hot paths.
+    #[inline]
+    pub fn ring_send_into(&mut self, batch: &SendBatch, mode: BfMode, e: &mut Effects) {
+        e.clear();
         let reg = self.config.reg_offset + self.offset;
         let bf = self.uses_blueflame(batch, mode);
         // Capacity 8 holds the longest sequence (7 effects); pushes cannot fail.
@@ -305,7 +315,6 @@ impl Bfreg {
         if self.config.need_lock {
             let _ = e.push(Effect::Unlock);
         }
-        e
     }
 }
 

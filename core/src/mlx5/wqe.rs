@@ -490,7 +490,7 @@ impl<'a> SendWr<'a> {
     ///   MSS on a non-LSO Ethernet segment.
     /// - [`Error::BadLength`]: a gather entry of 2^31 bytes or more.
     /// - [`Error::Oversize`]: more than 63 DS.
-    #[inline]
+    #[inline(always)]
     pub fn check(&self, qp_type: QpType) -> Result<usize> {
         if !self.op.allowed_on(qp_type) {
             return Err(Error::Unsupported);
@@ -580,8 +580,20 @@ impl<'a> SendWr<'a> {
     /// This is the hot path of [`SqWriter::post`](super::SqWriter::post), so it writes the
     /// segments directly in the order [`segments`](Self::segments) yields them (the tests
     /// check that both agree, byte for byte, against rdma-core).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn write(&self, ring: &mut [u8], off: usize, ctrl: &CtrlRepr) {
+        let end = off + ctrl.ds as usize * DS_LEN;
+        if end <= ring.len() {
+            // The common case: the WQE does not reach the ring end; a slice of exactly its
+            // size never wraps, and the compiler drops the wrap checks.
+            self.write_wrapping(&mut ring[off..end], 0, ctrl)
+        } else {
+            self.write_wrapping(ring, off, ctrl)
+        }
+    }
+
+    #[inline(always)]
+    fn write_wrapping(&self, ring: &mut [u8], off: usize, ctrl: &CtrlRepr) {
         let len = ring.len();
         ctrl.emit(&mut CtrlSeg::new_unchecked(ring::chunk_mut(ring, off)));
         let mut o = ring::advance(len, off, DS_LEN);

@@ -277,10 +277,11 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
 /// Lowercase hex of `b`.
 pub fn to_hex(b: &[u8]) -> String {
     use std::fmt::Write as _;
-    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
 }
 
 fn split_hex(b: &SplitBytes<'_>) -> String {
@@ -303,7 +304,10 @@ pub fn encode(input: impl BufRead, out: &mut impl Write) -> Result<(), Mlx5Error
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |reason: String| Mlx5Error::Request { line: n + 1, reason };
+        let bad = |reason: String| Mlx5Error::Request {
+            line: n + 1,
+            reason,
+        };
         let wr: WrJson = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
         let op = wr.op().map_err(bad)?;
         let sges: Vec<Sge> = wr
@@ -421,7 +425,10 @@ fn segment_text(s: &Segment<'_>) -> String {
     match s {
         Segment::Raddr(r) => format!("raddr     raddr {:#x} rkey {:#x}", r.raddr, r.rkey),
         Segment::Atomic(a) => {
-            format!("atomic    swap_add {:#x} compare {:#x}", a.swap_add, a.compare)
+            format!(
+                "atomic    swap_add {:#x} compare {:#x}",
+                a.swap_add, a.compare
+            )
         }
         Segment::Data(d) => format!(
             "data      byte_count {} lkey {:#x} addr {:#x}",
@@ -494,7 +501,12 @@ pub fn wqe_text(w: &WqeRepr<'_>) -> String {
     s
 }
 
-fn decode_wqe_cmd(hex: &str, qp_type: QpType, json: bool, out: &mut impl Write) -> Result<(), Mlx5Error> {
+fn decode_wqe_cmd(
+    hex: &str,
+    qp_type: QpType,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), Mlx5Error> {
     let what = "mlx5 decode-wqe";
     let bytes = parse_hex(hex).map_err(|reason| Mlx5Error::Hex { what, reason })?;
     if bytes.is_empty() || bytes.len() % 16 != 0 {
@@ -512,10 +524,11 @@ fn decode_wqe_cmd(hex: &str, qp_type: QpType, json: bool, out: &mut impl Write) 
     } else {
         wqe_text(&w)
     };
-    out.write_all(text.as_bytes()).map_err(|source| Mlx5Error::Io {
-        context: "writing stdout",
-        source,
-    })
+    out.write_all(text.as_bytes())
+        .map_err(|source| Mlx5Error::Io {
+            context: "writing stdout",
+            source,
+        })
 }
 
 /// The JSON object of a CQE with the keys `opcode`, `owner` (0/1), `se`, `format`,
@@ -582,20 +595,24 @@ fn decode_cqe_cmd(hex: &str, json: bool, out: &mut impl Write) -> Result<(), Mlx
         n => {
             return Err(Mlx5Error::Hex {
                 what,
-                reason: format!("a CQE is 64 bytes (or 128 with the CQE in the second half); got {n}"),
+                reason: format!(
+                    "a CQE is 64 bytes (or 128 with the CQE in the second half); got {n}"
+                ),
             })
         }
     };
-    let c = CqeRepr::parse(&Cqe64::new_unchecked(cqe)).map_err(|source| Mlx5Error::Decode { what, source })?;
+    let c = CqeRepr::parse(&Cqe64::new_unchecked(cqe))
+        .map_err(|source| Mlx5Error::Decode { what, source })?;
     let text = if json {
         format!("{}\n", cqe_json(&c))
     } else {
         cqe_text(&c)
     };
-    out.write_all(text.as_bytes()).map_err(|source| Mlx5Error::Io {
-        context: "writing stdout",
-        source,
-    })
+    out.write_all(text.as_bytes())
+        .map_err(|source| Mlx5Error::Io {
+            context: "writing stdout",
+            source,
+        })
 }
 
 #[cfg(test)]
@@ -628,11 +645,19 @@ mod test {
             (r#"{"opcode":"send","imm":1}"#, "\"imm\" does not apply"),
             (r#"{"opcode":"jump"}"#, "unknown opcode"),
             (r#"{"opcode":"send","bogus":1}"#, "unknown field"),
-            (r#"{"opcode":"atomic_fa","raddr":0,"rkey":0,"swap_add":1,"compare":2}"#, "\"compare\""),
-            (r#"{"opcode":"rdma_read","raddr":0,"rkey":0,"inline":"00"}"#, "inline"),
+            (
+                r#"{"opcode":"atomic_fa","raddr":0,"rkey":0,"swap_add":1,"compare":2}"#,
+                "\"compare\"",
+            ),
+            (
+                r#"{"opcode":"rdma_read","raddr":0,"rkey":0,"inline":"00"}"#,
+                "inline",
+            ),
             (r#"{"opcode":"send","qpn":16777216}"#, "24 bits"),
         ] {
-            let e = encode(bad.as_bytes(), &mut Vec::new()).unwrap_err().to_string();
+            let e = encode(bad.as_bytes(), &mut Vec::new())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("line 1") && e.contains(needle), "{bad}: {e}");
         }
     }

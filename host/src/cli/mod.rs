@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::bench::{BenchOptions, Mode};
 use crate::error::{Error, Result};
 
+pub mod mlx5;
 pub mod pcap;
 pub mod topo;
 
@@ -38,6 +39,8 @@ pub enum Command {
     Devices,
     /// RDMA device ports: netdev, addresses, GID index, MTU, speed, PCIe link and ceiling.
     Topo(topo::TopoArgs),
+    /// Encode and decode mlx5 WQEs and CQEs (debugging queues, conformance with rdma-core).
+    Mlx5(mlx5::Mlx5Args),
 }
 
 /// `rdmesh pcap` subcommands.
@@ -187,6 +190,7 @@ pub fn run(cli: Cli) -> Result<()> {
             command: PcapCommand::Decode { file, json },
         } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
         Command::Topo(args) => topo::run(&args),
+        Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(

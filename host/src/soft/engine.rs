@@ -16,6 +16,7 @@ use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::headers;
+use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
@@ -53,6 +54,8 @@ pub struct DeviceCounters {
     pub cnp_received: u64,
     /// Sends the kernel refused (buffer full, message too long).
     pub tx_errors: u64,
+    /// Packets sent with a deliberately corrupted ICRC (`SoftConfig::corrupt_tx_icrc`).
+    pub tx_icrc_corrupted: u64,
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +68,7 @@ pub(crate) struct Counters {
     wrong_source: AtomicU64,
     cnp_received: AtomicU64,
     tx_errors: AtomicU64,
+    tx_icrc_corrupted: AtomicU64,
 }
 
 impl Counters {
@@ -79,6 +83,7 @@ impl Counters {
             wrong_source: l(&self.wrong_source),
             cnp_received: l(&self.cnp_received),
             tx_errors: l(&self.tx_errors),
+            tx_icrc_corrupted: l(&self.tx_icrc_corrupted),
         }
     }
 }
@@ -100,6 +105,20 @@ pub(crate) struct SoftDevice {
     next_qpn: AtomicU32,
     epoch: std::time::Instant,
     tos: u8,
+    /// Receive through the raw socket (see [`crate::soft::raw_rx`]).
+    raw_receive: bool,
+    /// Test fault: the 1-based number of the sent packet whose ICRC is corrupted.
+    corrupt_tx_icrc: Option<u64>,
+    /// Packets handed to the kernel so far (numbering for `corrupt_tx_icrc`).
+    tx_sequence: AtomicU64,
+}
+
+/// Where the progress thread receives.
+enum Receiver {
+    /// The device's UDP socket (ICRC checked under the soft provider's sending rule).
+    Udp(UdpSocket),
+    /// A raw socket showing the real IPv4 header.
+    Raw(RawReceiver),
 }
 
 /// The provider side of one QP: its RC state machine and where its completions go.
@@ -199,19 +218,32 @@ impl SoftDevice {
         }
         sock.bind(&want.into())
             .map_err(|source| Error::Bind { addr: want, source })?;
+        let local = sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "soft device {}: cannot read the bound address of the UDP socket",
+                    info.name
+                ))
+            })?;
+        let rx = if config.raw_receive {
+            let raw = RawReceiver::open(&info.name, local, POLL_INTERVAL)?;
+            // The UDP socket only owns the port (no ICMP port unreachable to the peer); a
+            // filter that accepts nothing keeps the kernel from queueing a second copy there.
+            setopt(raw_rx::drop_all(&sock), "SO_ATTACH_FILTER on the UDP socket")?;
+            let _ = sock.set_recv_buffer_size(4096);
+            Receiver::Raw(raw)
+        } else {
+            sock.set_read_timeout(Some(POLL_INTERVAL))
+                .map_err(|e| Error::io("setting the socket read timeout", e))?;
+            let clone = sock
+                .try_clone()
+                .map_err(|e| Error::io("cloning the UDP socket for the progress thread", e))?;
+            Receiver::Udp(clone.into())
+        };
         let socket: UdpSocket = sock.into();
-        let local = socket.local_addr().map_err(|e| {
-            Error::io(
-                format!("soft device {}: reading the bound address", info.name),
-                e,
-            )
-        })?;
-        socket
-            .set_read_timeout(Some(POLL_INTERVAL))
-            .map_err(|e| Error::io("setting the socket read timeout", e))?;
-        let rx = socket
-            .try_clone()
-            .map_err(|e| Error::io("cloning the UDP socket for the progress thread", e))?;
         let dev = Arc::new(SoftDevice {
             info,
             local,
@@ -223,13 +255,16 @@ impl SoftDevice {
             next_qpn: AtomicU32::new(0x11),
             epoch: std::time::Instant::now(),
             tos: config.tos,
+            raw_receive: config.raw_receive,
+            corrupt_tx_icrc: config.corrupt_tx_icrc,
+            tx_sequence: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&dev);
         std::thread::Builder::new()
             .name(format!("rdmesh-soft {local}"))
             .spawn(move || progress_loop(weak, rx))
             .map_err(|e| Error::io("starting the soft provider's progress thread", e))?;
-        tracing::info!(device = %dev.info.name, netdev = %dev.info.netdev, %local, mtu = dev.info.netdev_mtu, "soft RoCEv2 device open");
+        tracing::info!(device = %dev.info.name, netdev = %dev.info.netdev, %local, mtu = dev.info.netdev_mtu, raw_receive = dev.raw_receive, "soft RoCEv2 device open");
         Ok(dev)
     }
 
@@ -444,6 +479,12 @@ impl SoftDevice {
                 tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
                 continue;
             }
+            let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.corrupt_tx_icrc == Some(seq) {
+                buf[n] ^= 0xff;
+                bump(&self.counters.tx_icrc_corrupted);
+                tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
+            }
             let pkt = &buf[..n + 4];
             match self.socket.send_to(pkt, remote) {
                 Ok(_) => bump(&self.counters.tx_packets),
@@ -463,13 +504,48 @@ impl SoftDevice {
         qp.drain_completions(core);
     }
 
-    fn receive(&self, pkt: &[u8], src: SocketAddr) {
+    /// A datagram from the UDP socket: the ICRC is checked under the soft provider's sending
+    /// rule (IPv4 ID 0 with DF), the only header values a UDP socket can know.
+    fn receive_udp(&self, pkt: &[u8], src: SocketAddr) {
         bump(&self.counters.rx_packets);
         if !headers::context(src, self.local).verify(pkt) {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
             return;
         }
+        self.deliver(pkt, src);
+    }
+
+    /// A datagram from the raw socket, IPv4 header included: the ICRC is checked over the
+    /// header values the peer actually sent.
+    fn receive_raw(&self, datagram: &[u8]) {
+        let SocketAddr::V4(local) = self.local else {
+            return;
+        };
+        let d = match raw_rx::parse(datagram, local) {
+            Ok(d) => d,
+            Err(Skip::NotOurs) => return,
+            Err(Skip::Malformed) => {
+                bump(&self.counters.rx_packets);
+                bump(&self.counters.malformed);
+                tracing::debug!(bytes = datagram.len(), "IPv4 options or a fragment on a RoCEv2 datagram: dropped");
+                return;
+            }
+        };
+        bump(&self.counters.rx_packets);
+        if !matches!(
+            rdmesh_core::wire::icrc::verify(d.ip_header, d.udp_header, d.payload),
+            Ok(true)
+        ) {
+            bump(&self.counters.icrc_errors);
+            tracing::debug!(src = %d.src, bytes = d.payload.len(), "ICRC mismatch: packet dropped");
+            return;
+        }
+        self.deliver(d.payload, d.src);
+    }
+
+    /// Hands a packet whose ICRC checked out to its QP.
+    fn deliver(&self, pkt: &[u8], src: SocketAddr) {
         if self.capture_received {
             if let Some(cap) = &self.capture {
                 cap.record(src, self.local, self.tos, pkt);
@@ -499,7 +575,7 @@ impl SoftDevice {
             return;
         };
         let mut core = qp.lock();
-        if core.remote != Some(src) {
+        if !core.remote.is_some_and(|r| is_from_peer(r, src)) {
             bump(&self.counters.wrong_source);
             return;
         }
@@ -547,21 +623,37 @@ fn flush_completion(qpn: u32, wr_id: u64) -> WorkCompletion {
     }
 }
 
-fn progress_loop(dev: Weak<SoftDevice>, socket: UdpSocket) {
+/// `true` when a packet from `src` belongs to the connection with the peer at `remote`. A
+/// RoCEv2 peer (destination port 4791) sends from any UDP source port — rxe picks one per QP,
+/// NICs hash flows over them (IBTA vol. 1 annex A17.3.2) — so only its address must match; an
+/// rdmesh peer on another port sends from that port, which must match too.
+fn is_from_peer(remote: SocketAddr, src: SocketAddr) -> bool {
+    if remote.port() == crate::verbs::ROCE_V2_UDP_PORT {
+        remote.ip() == src.ip()
+    } else {
+        remote == src
+    }
+}
+
+fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; 65536];
     let mut last_scan = 0u64;
     loop {
-        let r = socket.recv_from(&mut buf);
+        let r = match &rx {
+            Receiver::Udp(s) => s.recv_from(&mut buf).map(|(n, src)| (n, Some(src))),
+            Receiver::Raw(r) => r.recv(&mut buf).map(|n| (n, None)),
+        };
         let Some(dev) = dev.upgrade() else { return };
         match r {
-            Ok((n, src)) => dev.receive(&buf[..n], src),
+            Ok((n, Some(src))) => dev.receive_udp(&buf[..n], src),
+            Ok((n, None)) => dev.receive_raw(&buf[..n]),
             Err(e)
                 if matches!(
                     e.kind(),
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                 ) => {}
             Err(e) => {
-                tracing::warn!(device = %dev.info.name, error = %e, "UDP receive failed");
+                tracing::warn!(device = %dev.info.name, error = %e, "receive failed");
                 std::thread::sleep(POLL_INTERVAL);
             }
         }

@@ -15,10 +15,18 @@
 //! are masked out of the ICRC. So the sender knows every covered value: version/IHL 0x45,
 //! total length, ID 0, flags DF with fragment offset 0, protocol 17, the addresses, ports and
 //! UDP length. The receiver verifies under the same rule. Peers that send a non-zero IP ID
-//! (rxe picks one per packet) need a receive path that sees IP headers (a raw socket).
+//! (rxe picks one per packet) need a receive path that sees IP headers: with
+//! `SoftConfig::raw_receive` the progress thread reads a raw `IPPROTO_UDP` socket and verifies
+//! each ICRC over the IPv4 header as received (module `raw_rx`).
+//!
+//! # Peers' UDP source ports
+//! A RoCEv2 peer sends to port 4791 from a source port of its choosing (rxe: one per QP), so a
+//! QP connected to a peer at port 4791 accepts packets from any source port of the peer's
+//! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
 mod engine;
 mod headers;
+mod raw_rx;
 
 pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};

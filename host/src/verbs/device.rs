@@ -67,10 +67,18 @@ pub struct SoftConfig {
     pub capture_received: bool,
     /// IP TOS byte (DSCP << 2 | ECN) put on every packet.
     pub tos: u8,
+    /// Receive through a raw `IPPROTO_UDP` socket that shows each datagram's real IPv4 header,
+    /// and verify the ICRC over it (for peers such as Linux rdma_rxe that put a non-zero IP
+    /// identification on their packets). IPv4 only; needs root or `CAP_NET_RAW`. The UDP socket
+    /// stays bound so the kernel does not answer the peer with ICMP port unreachable.
+    pub raw_receive: bool,
+    /// Fault injection for tests: corrupt the ICRC of the N-th packet (1-based) this device
+    /// sends, so a strict peer drops it and the retransmit path must recover.
+    pub corrupt_tx_icrc: Option<u64>,
 }
 
 impl SoftConfig {
-    /// Defaults for `addr`: port 4791, no capture, TOS 0.
+    /// Defaults for `addr`: port 4791, no capture, TOS 0, UDP receive path, no faults.
     pub fn new(addr: IpAddr) -> SoftConfig {
         SoftConfig {
             addr,
@@ -78,6 +86,8 @@ impl SoftConfig {
             capture: None,
             capture_received: true,
             tos: 0,
+            raw_receive: false,
+            corrupt_tx_icrc: None,
         }
     }
 }
