@@ -3,6 +3,7 @@
 //! - [`wire`]: RoCEv2 wire formats (Ethernet, IPv4/IPv6, UDP, BTH and every extended header,
 //!   CNP) with ICRC, following smoltcp's checked-view + `Repr` pattern.
 //! - [`rc`]: RC transport state machines (requester, completer, responder) with time as an input.
+//! - [`cc`]: congestion control (ECN, DCQCN notification and reaction points, pacing).
 //!
 //! The crate is `#![no_std]`, allocates nothing and contains no `unsafe`. It never does I/O and
 //! never reads a clock: callers feed packets and timestamps in and take packets and completions out.
@@ -18,6 +19,7 @@
 #[macro_use]
 mod macros;
 
+pub mod cc;
 pub mod mlx5;
 pub mod rc;
 pub mod wire;

@@ -96,8 +96,7 @@ mod test {
         assert!(!np.take_cnp());
         // CE marks at 0, 1, 3.999 µs: one CNP; at 4 µs: the next; at 7 µs: none; at 8: one.
         let marks = [0u64, 1_000, 3_999, 4_000, 7_000, 7_999, 8_000, 100_000];
-        let generated: std::vec::Vec<bool> =
-            marks.iter().map(|&t| np.on_ce(Instant(t))).collect();
+        let generated: std::vec::Vec<bool> = marks.iter().map(|&t| np.on_ce(Instant(t))).collect();
         assert_eq!(
             generated,
             [true, false, false, true, false, false, true, true]

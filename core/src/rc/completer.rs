@@ -8,6 +8,9 @@
 //! - A READ completes only through its responses, which must arrive in PSN order; a response or
 //!   ACK with a PSN past an incomplete READ is an implied NAK and starts a retry. Out-of-order
 //!   responses inside the READ's range are dropped (recovery by the timer).
+//! - An atomic completes through its ATOMIC_ACKNOWLEDGE (same PSN): the original value from the
+//!   AtomicAckETH (big-endian on the wire) is written to the WQE's 8-byte local buffer in native
+//!   byte order; like a READ, an ACK past it is an implied NAK.
 //! - NAK "PSN sequence error" implicitly acknowledges the PSNs before it and starts a go-back-N
 //!   retry from it; the retry counter is decremented, `RetryExcErr` at 0.
 //! - RNR NAK: wait the RNR timer, then resend from its PSN; `rnr_retry` 7 = infinite, else
@@ -16,10 +19,13 @@
 //!   `RemInvReqErr` / `RemAccessErr` / `RemOpErr`; the QP goes to Error.
 //! - Retransmit timer: 4.096 µs · 2^timeout after the last progress while PSNs are outstanding;
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
+//! - Selective repeat (`recovery.rs`): NAKs, implied NAKs, RNR NAKs and timeouts mark PSNs to
+//!   resend instead of rewinding the cursor.
 
-use super::completion::{WcOpcode, WcStatus, WorkCompletion};
+use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
+use super::recovery::SR_WINDOW;
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
@@ -30,7 +36,8 @@ use crate::wire::{NakCode, Opcode, Psn, Syndrome, TransportRepr};
 struct AckWalk {
     /// `comp_psn` moved forward.
     progressed: bool,
-    /// An incomplete READ starts before the point: `comp_psn` stopped at its next response.
+    /// An incomplete READ/atomic starts before the point: `comp_psn` stopped at its next
+    /// response.
     blocked_by_read: bool,
 }
 
@@ -66,8 +73,18 @@ impl<const SQ: usize> Requester<SQ> {
         if opcode.is_read_response() {
             return self.on_read_response(now, psn, opcode, payload, mem, ctr);
         }
+        if opcode == Opcode::RcAtomicAcknowledge {
+            return match (hdr.aeth, hdr.atomic_ack) {
+                (Some(a), Some(orig)) if a.syndrome.is_ack() => {
+                    self.on_atomic_ack(now, psn, orig, mem, ctr)
+                }
+                _ => {
+                    ctr.ghost_responses += 1;
+                    Ok(())
+                }
+            };
+        }
         let Some(aeth) = hdr.aeth.filter(|_| opcode == Opcode::RcAcknowledge) else {
-            // ATOMIC ACKNOWLEDGE: this requester never sends atomics.
             ctr.ghost_responses += 1;
             return Ok(());
         };
@@ -113,14 +130,17 @@ impl<const SQ: usize> Requester<SQ> {
     }
 
     /// Retires SEND/WRITE WQEs that end at or before `end` and moves `comp_psn` up to `end`,
-    /// stopping at an incomplete READ.
+    /// stopping at an incomplete READ/atomic (`ack_hi` remembers `end` for after it).
     fn ack_before(&mut self, end: Psn) -> AckWalk {
+        if end.after(self.ack_hi) && !end.after(self.psn_hi) {
+            self.ack_hi = end;
+        }
         let mut walk = AckWalk::default();
         while let Some(head) = self.sq.front() {
             if !head.first_psn.before(end) {
                 break;
             }
-            if head.is_read() {
+            if head.is_rd_atomic() {
                 walk.blocked_by_read = true;
                 break;
             }
@@ -144,8 +164,13 @@ impl<const SQ: usize> Requester<SQ> {
         walk
     }
 
-    /// Bookkeeping after `comp_psn` moved: retry counters, retransmit timer, cursor.
+    /// Bookkeeping after `comp_psn` moved: retry counters, retransmit timer, cursor; in
+    /// selective repeat after a timeout, the resend of the new ACK point.
     fn on_progress(&mut self, now: Instant) {
+        // Keep `ack_hi` at or after `comp_psn`, so that it never looks ahead after a wrap.
+        if self.comp_psn.after(self.ack_hi) {
+            self.ack_hi = self.comp_psn;
+        }
         self.reset_retry_counters();
         if !self.outstanding() {
             self.retrans_timer.stop();
@@ -154,7 +179,79 @@ impl<const SQ: usize> Requester<SQ> {
                 self.retrans_timer.arm(now.add_nanos(t));
             }
         }
-        self.sync_cursor();
+        if self.selective() {
+            self.resend.advance(self.comp_psn);
+            self.resent.advance(self.comp_psn);
+            if let Some(rp) = self.recover {
+                if self.comp_psn.before(rp) {
+                    self.partial_ack();
+                } else {
+                    self.recover = None;
+                }
+            }
+        } else {
+            self.sync_cursor();
+        }
+    }
+
+    /// Selective repeat, recovering after a timeout: the ACK point moved but not past what was
+    /// sent before the timeout, so the packet at the new ACK point is presumed lost too —
+    /// resend it (unless already resent, or it is inside a READ whose responses are flowing).
+    fn partial_ack(&mut self) {
+        let c = self.comp_psn;
+        self.resend.advance(c);
+        self.resent.advance(c);
+        let Some(e) = self.sq.iter().find(|e| e.contains(c)) else {
+            return;
+        };
+        if e.is_read() && e.read_done > 0 {
+            return;
+        }
+        if !self.resent.contains(c) {
+            self.resend.insert(c);
+        }
+    }
+
+    /// Selective repeat: marks for resending `p` and every packet sent after it that the
+    /// responder cannot have kept (all but self-placing WRITE_ONLY packets), skipping those
+    /// resent since the last timeout. READs and atomics are marked by their request PSN.
+    fn mark_from(&mut self, p: Psn) {
+        self.resend.advance(self.comp_psn);
+        self.resent.advance(self.comp_psn);
+        let hi = self.psn_hi;
+        let mut marks: heapless::Vec<Psn, { SR_WINDOW as usize }> = heapless::Vec::new();
+        for e in self.sq.iter() {
+            if !p.before(e.end_psn()) {
+                continue;
+            }
+            if !e.first_psn.before(hi) {
+                break;
+            }
+            if e.is_rd_atomic() {
+                let q = e.request_psn();
+                if !q.before(p) || e.contains(p) {
+                    let _ = marks.push(q);
+                }
+                continue;
+            }
+            for k in 0..e.npkts {
+                let q = e.first_psn.add(k);
+                if q.before(p) {
+                    continue;
+                }
+                if !q.before(hi) || marks.is_full() {
+                    break;
+                }
+                if q == p || !e.split {
+                    let _ = marks.push(q);
+                }
+            }
+        }
+        for q in marks {
+            if !self.resent.contains(q) {
+                self.resend.insert(q);
+            }
+        }
     }
 
     fn on_ack(&mut self, now: Instant, psn: Psn, ctr: &mut RcCounters) -> Result<(), Fatal> {
@@ -166,7 +263,24 @@ impl<const SQ: usize> Requester<SQ> {
             let implied = self.sq.front().is_some_and(|h| psn.after(h.last_psn()));
             if implied {
                 ctr.implied_naks += 1;
-                return self.retry_on_nak(ctr);
+                return self.implied_nak(ctr);
+            }
+        }
+        Ok(())
+    }
+
+    /// The responder is past the head READ/atomic without having answered it (its responses
+    /// were lost): go-back-N retry, or in selective repeat a resend of that request alone.
+    fn implied_nak(&mut self, ctr: &mut RcCounters) -> Result<(), Fatal> {
+        if !self.selective() {
+            return self.retry_on_nak(ctr);
+        }
+        self.resend.advance(self.comp_psn);
+        self.resent.advance(self.comp_psn);
+        if let Some(q) = self.sq.front().map(|h| h.request_psn()) {
+            if !self.resent.contains(q) {
+                ctr.retries += 1;
+                self.resend.insert(q);
             }
         }
         Ok(())
@@ -184,6 +298,13 @@ impl<const SQ: usize> Requester<SQ> {
         }
         if self.rnr_timer.is_armed() && psn == self.comp_psn {
             // Follows an RNR NAK for the same PSN: the RNR wait already covers it.
+            return Ok(());
+        }
+        if self.selective() {
+            if !self.resent.contains(psn) {
+                ctr.retries += 1;
+            }
+            self.mark_from(psn);
             return Ok(());
         }
         self.retry_on_nak(ctr)
@@ -208,7 +329,14 @@ impl<const SQ: usize> Requester<SQ> {
             self.rnr_left -= 1;
         }
         ctr.retries += 1;
-        self.rewind();
+        if self.selective() {
+            // The responder dropped what followed the NAKed packet, except self-placing
+            // packets: a new resend episode from it.
+            self.resent.clear();
+            self.mark_from(psn);
+        } else {
+            self.rewind();
+        }
         self.retrans_timer.stop();
         self.rnr_timer.arm(now.add_nanos(rnr_delay_ns(timer)));
         Ok(())
@@ -238,8 +366,17 @@ impl<const SQ: usize> Requester<SQ> {
             ctr.ghost_responses += 1;
             return Ok(());
         };
+        if head.is_atomic() && psn.after(head.last_psn()) {
+            // The responder is past the head atomic: its ATOMIC ACKNOWLEDGE was lost.
+            ctr.implied_naks += 1;
+            let result = self.implied_nak(ctr);
+            if progressed && result.is_ok() {
+                self.on_progress(now);
+            }
+            return result;
+        }
         if !head.is_read() {
-            // The PSN belongs to a SEND/WRITE: not a valid READ response.
+            // The PSN belongs to a SEND/WRITE/atomic: not a valid READ response.
             ctr.ghost_responses += 1;
             if progressed {
                 self.on_progress(now);
@@ -276,7 +413,7 @@ impl<const SQ: usize> Requester<SQ> {
         } else if psn.after(head.last_psn()) {
             // The responder is past this READ: its responses were lost (implied NAK).
             ctr.implied_naks += 1;
-            result = self.retry_on_nak(ctr);
+            result = self.implied_nak(ctr);
         } else {
             // Out of order inside the READ's range (a response was lost) or a duplicate.
             ctr.ghost_responses += 1;
@@ -287,19 +424,56 @@ impl<const SQ: usize> Requester<SQ> {
         result
     }
 
+    /// An ATOMIC ACKNOWLEDGE: completes the head atomic when the PSN is its own (writing the
+    /// original value into its local buffer); a later PSN is an implied NAK for an incomplete
+    /// READ/atomic at the head.
+    fn on_atomic_ack<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        psn: Psn,
+        orig: u64,
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Result<(), Fatal> {
+        let walk = self.ack_before(psn);
+        let mut progressed = walk.progressed;
+        let Some(head) = self.sq.front() else {
+            ctr.ghost_responses += 1;
+            return Ok(());
+        };
+        let mut result = Ok(());
+        if head.is_atomic() && head.first_psn == psn {
+            if scatter(mem, &head.wqe.sg_list, 0, &orig.to_ne_bytes()).is_err() {
+                self.complete_in_error(0, WcStatus::LocProtErr);
+                return Err(Fatal);
+            }
+            self.comp_psn = psn.add(1);
+            progressed = true;
+            self.complete_head_ok();
+            self.ack_remembered();
+        } else if head.is_rd_atomic() && psn.after(head.last_psn()) {
+            ctr.implied_naks += 1;
+            result = self.implied_nak(ctr);
+        } else {
+            ctr.ghost_responses += 1;
+        }
+        if progressed && result.is_ok() {
+            self.on_progress(now);
+        }
+        result
+    }
+
     /// Completes the head READ, whose last response just arrived.
     fn complete_read_head(&mut self) {
-        if let Some(e) = self.pop_head() {
-            if e.wqe.signaled {
-                let _ = self.cq.push_back(WorkCompletion {
-                    wr_id: e.wqe.wr_id,
-                    status: WcStatus::Success,
-                    opcode: WcOpcode::RdmaRead,
-                    byte_len: e.len,
-                    imm_data: None,
-                    qp_num: self.local_qpn,
-                });
-            }
+        self.complete_head_ok();
+        self.ack_remembered();
+    }
+
+    /// After a READ/atomic completed: the SEND/WRITE WQEs behind it that an earlier ACK already
+    /// acknowledged complete now.
+    fn ack_remembered(&mut self) {
+        if self.ack_hi.after(self.comp_psn) {
+            self.ack_before(self.ack_hi);
         }
     }
 
@@ -348,8 +522,27 @@ impl<const SQ: usize> Requester<SQ> {
         let _ = self.rnr_timer.expire(now);
         if self.retrans_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
             ctr.timeouts += 1;
+            if self.selective() {
+                return self.selective_timeout(ctr);
+            }
             return self.retry(ctr);
         }
+        Ok(())
+    }
+
+    /// Selective repeat: a retransmit timeout spends a retry, starts a new resend episode
+    /// from the oldest unacknowledged PSN and enters recovery until everything sent so far is
+    /// acknowledged.
+    fn selective_timeout(&mut self, ctr: &mut RcCounters) -> Result<(), Fatal> {
+        if self.retry_left == 0 {
+            self.complete_in_error(0, WcStatus::RetryExcErr);
+            return Err(Fatal);
+        }
+        self.retry_left -= 1;
+        ctr.retries += 1;
+        self.resent.clear();
+        self.recover = Some(self.psn_hi);
+        self.mark_from(self.comp_psn);
         Ok(())
     }
 }

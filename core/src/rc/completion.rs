@@ -50,6 +50,10 @@ pub enum WcOpcode {
     /// A receive WQE consumed by an incoming RDMA WRITE with immediate
     /// (IBV_WC_RECV_RDMA_WITH_IMM).
     RecvRdmaWithImm,
+    /// An atomic compare-and-swap (IBV_WC_COMP_SWAP).
+    CompSwap,
+    /// An atomic fetch-and-add (IBV_WC_FETCH_ADD).
+    FetchAdd,
 }
 
 /// One work completion (libibverbs `struct ibv_wc`, the fields RC uses).
@@ -63,7 +67,7 @@ pub struct WorkCompletion {
     /// What the WQE did (for flushed receive WQEs: `Recv`).
     pub opcode: WcOpcode,
     /// Bytes transferred, valid on success: message length for SEND/WRITE/READ on the
-    /// requester; bytes received for `Recv`; the RDMA WRITE length for `RecvRdmaWithImm`
+    /// requester (8 for atomics); bytes received for `Recv`; the RDMA WRITE length for `RecvRdmaWithImm`
     /// (as rxe_resp.c `do_complete`). 0 on error.
     pub byte_len: u32,
     /// Immediate data (big-endian number as on the wire) for SEND/WRITE with immediate

@@ -24,9 +24,10 @@ pub struct RtrConfig {
     pub pkey: u16,
     /// RNR NAK timer code (5 bits, IBTA Table 45) sent in RNR NAKs when no receive WQE is posted.
     pub min_rnr_timer: u8,
-    /// Responder resources: RDMA READs the peer may have outstanding (`max_dest_rd_atomic`).
-    /// 0 makes every incoming READ a NAK "invalid request" (rxe_resp.c `check_resource`);
-    /// values above [`MAX_RD_ATOMIC`](super::MAX_RD_ATOMIC) are clamped to it.
+    /// Responder resources: RDMA READs and atomics the peer may have outstanding together
+    /// (`max_dest_rd_atomic`). 0 makes every incoming READ/atomic a NAK "invalid request"
+    /// (rxe_resp.c `check_resource`); values above [`MAX_RD_ATOMIC`](super::MAX_RD_ATOMIC) are
+    /// clamped to it.
     pub max_dest_rd_atomic: u8,
 }
 
@@ -46,8 +47,8 @@ pub struct RtsConfig {
     /// Retries after an RNR NAK before completing with `RnrRetryExcErr` (3 bits; 7 = infinite,
     /// IBTA vol. 1 §9.7.5.2.8).
     pub rnr_retry: u8,
-    /// Initiator depth: RDMA READs this QP may have outstanding (`max_rd_atomic`). 0 is treated
-    /// as 1 so that READs still progress one at a time.
+    /// Initiator depth: RDMA READs and atomics this QP may have outstanding together
+    /// (`max_rd_atomic`). 0 is treated as 1 so that they still progress one at a time.
     pub max_rd_atomic: u8,
 }
 

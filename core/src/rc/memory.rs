@@ -49,6 +49,46 @@ impl core::fmt::Display for MemError {
 #[cfg(any(test, feature = "std"))]
 impl std::error::Error for MemError {}
 
+/// An 8-byte atomic operation on remote memory (IBTA vol. 1 §9.4.5, AtomicETH; libibverbs
+/// `IBV_WR_ATOMIC_CMP_AND_SWP` / `IBV_WR_ATOMIC_FETCH_AND_ADD`).
+///
+/// The 8 bytes are a `u64` in the responder's native byte order, as Linux rxe executes them
+/// (rxe_resp.c `atomic_reply` works on the CPU's `u64`); on the wire the operands and the
+/// original value travel big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AtomicOp {
+    /// If the value equals `compare`, replace it with `swap` (AtomicETH Compare / Swap data).
+    CompareSwap {
+        /// Value the target must hold for the swap to happen.
+        compare: u64,
+        /// Value written when it does.
+        swap: u64,
+    },
+    /// Add `add` to the value, wrapping modulo 2^64 (AtomicETH Swap-or-Add data).
+    FetchAdd {
+        /// The addend.
+        add: u64,
+    },
+}
+
+impl AtomicOp {
+    /// The value to store after the operation on `orig`, or `None` when nothing is written
+    /// (a compare-and-swap whose comparison failed).
+    pub const fn apply(self, orig: u64) -> Option<u64> {
+        match self {
+            AtomicOp::CompareSwap { compare, swap } => {
+                if orig == compare {
+                    Some(swap)
+                } else {
+                    None
+                }
+            }
+            AtomicOp::FetchAdd { add } => Some(orig.wrapping_add(add)),
+        }
+    }
+}
+
 /// Registered memory, implemented by the host: resolves an L_Key/R_Key plus a virtual-address
 /// range to a memory region and checks the region's access flags.
 ///
@@ -75,6 +115,29 @@ pub trait MemoryAccess {
     /// # Errors
     /// [`MemError`] when the key, range or access kind is not permitted.
     fn check(&mut self, key: u32, va: u64, len: u64, kind: AccessKind) -> Result<(), MemError>;
+
+    /// Executes `op` on the 8 bytes at `va` (native byte order, see [`AtomicOp`]) through R_Key
+    /// `rkey` with [`AccessKind::RemoteAtomic`] and returns the value they held before. The
+    /// responder checks 8-byte alignment before calling.
+    ///
+    /// The default implementation is `check`, `read`, then `write` (only when the value
+    /// changes): atomic with respect to other RC operations (the state machine is
+    /// single-threaded) but not to concurrent CPU access to the region; implementors that
+    /// share the memory with other threads should override it with a real atomic or hold their
+    /// region lock across the read-modify-write.
+    ///
+    /// # Errors
+    /// [`MemError`] when the key, range or access kind is not permitted; memory is unchanged.
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
+        self.check(rkey, va, 8, AccessKind::RemoteAtomic)?;
+        let mut b = [0u8; 8];
+        self.read(rkey, va, &mut b, AccessKind::RemoteAtomic)?;
+        let orig = u64::from_ne_bytes(b);
+        if let Some(new) = op.apply(orig) {
+            self.write(rkey, va, &new.to_ne_bytes(), AccessKind::RemoteAtomic)?;
+        }
+        Ok(orig)
+    }
 }
 
 /// Walks `sges` as one contiguous buffer and calls `f(sge, offset_in_sge, range_in_data)` for
@@ -214,6 +277,44 @@ mod test {
                 lkey: 3,
             },
         ]
+    }
+
+    #[test]
+    fn atomic_ops() {
+        assert_eq!(
+            AtomicOp::CompareSwap {
+                compare: 5,
+                swap: 9
+            }
+            .apply(5),
+            Some(9)
+        );
+        assert_eq!(
+            AtomicOp::CompareSwap {
+                compare: 5,
+                swap: 9
+            }
+            .apply(6),
+            None
+        );
+        assert_eq!(AtomicOp::FetchAdd { add: 2 }.apply(u64::MAX), Some(1));
+        // The default `atomic` reads, then writes the new value (Log's read pattern: va + i).
+        let mut m = Log::default();
+        let orig = m.atomic(4, 0x10, AtomicOp::FetchAdd { add: 1 }).unwrap();
+        assert_eq!(orig, u64::from_ne_bytes([16, 17, 18, 19, 20, 21, 22, 23]));
+        assert_eq!(m.0, [(4, 0x10, 8), (4, 0x10, 8)]);
+        // A failed compare writes nothing.
+        let mut m = Log::default();
+        m.atomic(
+            4,
+            0x10,
+            AtomicOp::CompareSwap {
+                compare: 0,
+                swap: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(m.0, [(4, 0x10, 8)]);
     }
 
     #[test]

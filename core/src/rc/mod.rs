@@ -11,19 +11,27 @@
 //! - `requester.rs`: segmentation, PSNs, AckReq cadence, window, go-back-N retransmission;
 //! - `completer.rs`: ACK/NAK/READ response handling, implied NAK, retransmit and RNR timers;
 //! - `responder.rs`: ePSN tracking, duplicate and out-of-order handling, R_Key checks, RNR,
-//!   READ responses and replay, MSN.
+//!   READ responses and replay, atomics and their replay, MSN;
+//! - `recovery.rs`: go-back-N (default) or IRN-style selective repeat, and its wire scheme;
+//! - `congestion.rs`: ECN/CNP/DCQCN/pacing glue around [`crate::cc`].
 //!
-//! Not implemented: atomics, SEND with invalidate, memory windows, UC/UD, selective repeat,
-//! end-to-end credits (ACKs advertise 0x1F "unlimited", as rxe).
+//! `docs/reliability.md` describes the whole: driving an `RcQp`, both recovery modes, atomics,
+//! congestion control and the counters.
+//!
+//! Not implemented: SEND with invalidate, memory windows, UC/UD, end-to-end credits (ACKs
+//! advertise 0x1F "unlimited", as rxe), ATOMIC WRITE and FLUSH (IBTA 1.5).
 
 mod completer;
 mod completion;
 mod config;
+mod congestion;
 mod counters;
 mod memory;
 mod mtu;
 mod packet;
+mod psn_bits;
 mod qp;
+mod recovery;
 mod requester;
 mod responder;
 mod timer;
@@ -35,10 +43,11 @@ mod tests;
 pub use completion::{WcOpcode, WcStatus, WorkCompletion};
 pub use config::{QpState, RtrConfig, RtsConfig};
 pub use counters::{NakCounters, RcCounters};
-pub use memory::{AccessKind, MemError, MemoryAccess};
+pub use memory::{AccessKind, AtomicOp, MemError, MemoryAccess};
 pub use mtu::Mtu;
 pub use packet::max_packet_len;
 pub use qp::RcQp;
+pub use recovery::{bdp_packets, Recovery, SR_WINDOW};
 pub use requester::{MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS};
 pub use responder::MAX_RD_ATOMIC;
 pub use timer::{ack_timeout_ns, rnr_delay_ns, Instant};

@@ -3,15 +3,18 @@
 
 use super::completion::{WcOpcode, WcStatus, WorkCompletion};
 use super::config::{QpState, RtrConfig, RtsConfig};
+use super::congestion::Congestion;
 use super::counters::RcCounters;
 use super::memory::MemoryAccess;
 use super::packet::{max_packet_len, Path};
+use super::recovery::Recovery;
 use super::requester::Requester;
 use super::responder::{FatalNak, Responder};
-use super::timer::Instant;
+use super::timer::{earliest, Instant};
 use super::wqe::{PostError, RecvWqe, SendWqe};
 use super::Fatal;
-use crate::wire::{Opcode, Psn, Transport, TransportRepr};
+use crate::cc::{DcqcnConfig, Ecn, NpConfig, ReactionPoint};
+use crate::wire::{cnp, CnpRepr, Opcode, Psn, Transport, TransportRepr};
 
 /// One RC queue pair's transport state, with fixed capacities: `SQ` send WQEs and `RQ` receive
 /// WQEs (each including completions not yet polled).
@@ -28,6 +31,12 @@ use crate::wire::{Opcode, Psn, Transport, TransportRepr};
 /// State machine: created in RTR (responder active), [`to_rts`](Self::to_rts) enables the
 /// requester, any fatal error (or [`to_error`](Self::to_error)) moves to Error and flushes every
 /// outstanding WQE with `WrFlushErr` (IBTA vol. 1 §10.3.1, §10.8.3.3).
+///
+/// Options: loss recovery ([`set_recovery`](Self::set_recovery), go-back-N by default), an
+/// in-flight cap ([`set_max_inflight`](Self::set_max_inflight)), and congestion control: CE
+/// marks passed to [`handle_packet_ecn`](Self::handle_packet_ecn) produce CNPs to collect with
+/// [`poll_cnp`](Self::poll_cnp); CNPs received go to [`handle_cnp`](Self::handle_cnp), which
+/// lowers the rate of the pacer once [`enable_dcqcn`](Self::enable_dcqcn) was called.
 #[derive(Debug)]
 pub struct RcQp<const SQ: usize, const RQ: usize> {
     state: QpState,
@@ -36,6 +45,7 @@ pub struct RcQp<const SQ: usize, const RQ: usize> {
     req: Requester<SQ>,
     resp: Responder<RQ>,
     counters: RcCounters,
+    cc: Congestion,
 }
 
 impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
@@ -61,7 +71,62 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
                 rtr.max_dest_rd_atomic,
             ),
             counters: RcCounters::default(),
+            cc: Congestion::new(),
         }
+    }
+
+    /// Chooses the loss recovery mode; both QPs of a connection must choose the same. Only
+    /// allowed in RTR before any packet was received (returns `false` and changes nothing
+    /// otherwise). Default: [`Recovery::GoBackN`].
+    pub fn set_recovery(&mut self, recovery: Recovery) -> bool {
+        if self.state != QpState::Rtr || self.counters.rx_packets != 0 {
+            return false;
+        }
+        self.req.recovery = recovery;
+        self.resp.set_recovery(recovery);
+        true
+    }
+
+    /// The loss recovery mode.
+    pub fn recovery(&self) -> Recovery {
+        self.req.recovery
+    }
+
+    /// Caps the PSNs the requester keeps unacknowledged (any state; clamped to 1..=128, the
+    /// default 128 is [`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS)). Near one
+    /// bandwidth-delay product ([`bdp_packets`](super::bdp_packets)) keeps queues short
+    /// (IRN "BDP-FC"). Retransmissions are not held back by it.
+    pub fn set_max_inflight(&mut self, packets: u32) {
+        self.req.set_max_inflight(packets);
+    }
+
+    /// The in-flight cap in PSNs.
+    pub fn max_inflight(&self) -> u32 {
+        self.req.max_inflight
+    }
+
+    /// Sets the notification point's parameters (default: [`NpConfig::default`]).
+    pub fn set_np_config(&mut self, cfg: NpConfig) {
+        self.cc.set_np_config(cfg);
+    }
+
+    /// Enables the DCQCN reaction point and the pacer: data packets (requests and READ
+    /// responses) leave at most at the DCQCN rate, starting at `cfg`'s maximum rate, with a
+    /// token bucket `burst_bytes` deep (at least one [`max_packet_len`](Self::max_packet_len)
+    /// is sensible; more lets the host's timer granularity be coarser). Replaces earlier
+    /// DCQCN state.
+    pub fn enable_dcqcn(&mut self, now: Instant, cfg: DcqcnConfig, burst_bytes: u32) {
+        self.cc.enable(now, cfg, burst_bytes, &mut self.counters);
+    }
+
+    /// Disables DCQCN and pacing (CNPs received are then only counted).
+    pub fn disable_dcqcn(&mut self) {
+        self.cc.disable(&mut self.counters);
+    }
+
+    /// The DCQCN reaction point, when enabled: rate, target rate, α, stages.
+    pub fn dcqcn(&self) -> Option<&ReactionPoint> {
+        self.cc.reaction_point()
     }
 
     /// RTR→RTS: sets the requester attributes (first PSN, timers, retry counts, initiator
@@ -182,35 +247,111 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// vol. 1 Annex A17). Request payloads are gathered from the WQE's SGEs with
     /// `AccessKind::LocalRead`; a failure completes that WQE with `LocProtErr` and moves the
     /// QP to Error. READ response payloads are read with `AccessKind::RemoteRead`.
+    ///
+    /// With DCQCN enabled, data packets (requests, READ responses) wait for the pacer: they
+    /// leave once the token bucket holds a full [`max_packet_len`](Self::max_packet_len)
+    /// (or its whole depth, if smaller), and [`next_deadline`](Self::next_deadline) reports
+    /// when that will be.
     pub fn poll_transmit<M: MemoryAccess + ?Sized>(
         &mut self,
         now: Instant,
         mem: &mut M,
         buf: &mut [u8],
     ) -> Option<usize> {
+        let paced_ok = self.cc.allows(now, self.max_packet_len() as u32);
         loop {
+            let paced = self.resp.next_is_paced();
+            if paced && !paced_ok {
+                break;
+            }
             match self
                 .resp
                 .poll_transmit(&self.path, mem, buf, &mut self.counters)
             {
-                Ok(Some(n)) => return Some(n),
+                Ok(Some(n)) => {
+                    if paced {
+                        self.cc.on_sent(now, n, &mut self.counters);
+                    }
+                    return Some(n);
+                }
                 Ok(None) => break,
                 Err(nak) => self.responder_failed(nak),
             }
         }
-        if self.state != QpState::Rts {
+        if self.state != QpState::Rts || !paced_ok {
             return None;
         }
         match self
             .req
             .poll_transmit(now, &self.path, mem, buf, &mut self.counters)
         {
-            Ok(n) => n,
+            Ok(Some(n)) => {
+                self.cc.on_sent(now, n, &mut self.counters);
+                Some(n)
+            }
+            Ok(None) => None,
             Err(Fatal) => {
                 self.enter_error();
                 None
             }
         }
+    }
+
+    /// Writes the pending CNP, if any, into `buf` and returns its length (28 bytes: BTH with
+    /// opcode 0x81, BECN set, DestQP = the peer QP, P_Key of the QP, PSN 0, then 16 reserved
+    /// zero bytes; no ICRC — the host appends it and sends the CNP like any RoCEv2 packet,
+    /// IBTA Annex A17.9.3). `None` when no CNP is pending or `buf` is shorter than 28 bytes
+    /// (the CNP then stays pending). The notification point generates at most one CNP per
+    /// `min_time_between_cnps` from CE marks seen by
+    /// [`handle_packet_ecn`](Self::handle_packet_ecn).
+    pub fn poll_cnp(&mut self, buf: &mut [u8]) -> Option<usize> {
+        if !self.cc.np.cnp_pending() || buf.len() < cnp::HEADER_LEN {
+            return None;
+        }
+        self.cc.np.take_cnp();
+        let repr = CnpRepr {
+            dest_qp: self.path.remote_qpn,
+            pkey: self.path.pkey,
+        };
+        repr.emit(&mut cnp::Packet::new_unchecked(&mut buf[..cnp::HEADER_LEN]));
+        self.counters.cnps_sent += 1;
+        Some(cnp::HEADER_LEN)
+    }
+
+    /// `true` while a CNP waits for [`poll_cnp`](Self::poll_cnp).
+    pub fn cnp_pending(&self) -> bool {
+        self.cc.np.cnp_pending()
+    }
+
+    /// A CNP addressed to this QP arrived at `now` (the host parsed BTH opcode 0x81 with this
+    /// QP as DestQP): counted in `cnps_received`, and with DCQCN enabled the reaction point
+    /// may cut the rate. [`handle_packet`](Self::handle_packet) routes CNPs here too.
+    pub fn handle_cnp(&mut self, now: Instant) {
+        if self.state != QpState::Error {
+            self.cc.on_cnp(now, &mut self.counters);
+        }
+    }
+
+    /// [`handle_packet`](Self::handle_packet) plus the packet's ECN codepoint (the low 2 bits
+    /// of the IPv4 TOS / IPv6 Traffic Class it arrived with, e.g. from `IP_RECVTOS`): a CE
+    /// mark (`0b11`) on a packet addressed to this QP is counted in `ce_marks_received` and
+    /// may generate a CNP (see [`poll_cnp`](Self::poll_cnp)).
+    pub fn handle_packet_ecn<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        ecn: u8,
+        mem: &mut M,
+    ) {
+        if Ecn::from_bits(ecn).is_ce()
+            && self.state != QpState::Error
+            && self.path.accepts(hdr)
+            && hdr.bth.opcode != Opcode::Cnp
+        {
+            self.cc.on_ce(now, &mut self.counters);
+        }
+        self.handle_packet(now, hdr, payload, mem);
     }
 
     fn responder_failed(&mut self, nak: FatalNak) {
@@ -222,9 +363,11 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// the bytes after the headers with the pad (BTH.PadCnt) and ICRC removed; the ICRC must
     /// already be verified.
     ///
-    /// Packets for another QPN, with a non-matching P_Key, of another transport (UC/UD/CNP) or
-    /// arriving in Error are counted in `dropped_packets` and ignored. Requests go to the
-    /// responder (any state but Error), responses to the completer (RTS only).
+    /// Packets for another QPN, with a non-matching P_Key, of another transport (UC/UD) or
+    /// arriving in Error are counted in `dropped_packets` and ignored. A CNP for this QP goes to
+    /// [`handle_cnp`](Self::handle_cnp). Requests go to the responder (any state but Error),
+    /// responses to the completer (RTS only). The packet counts as not ECN-marked; see
+    /// [`handle_packet_ecn`](Self::handle_packet_ecn).
     pub fn handle_packet<M: MemoryAccess + ?Sized>(
         &mut self,
         now: Instant,
@@ -235,6 +378,10 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
         self.counters.rx_packets += 1;
         self.counters.rx_payload_bytes += payload.len() as u64;
         let op = hdr.bth.opcode;
+        if op == Opcode::Cnp && self.state != QpState::Error && self.path.accepts(hdr) {
+            self.handle_cnp(now);
+            return;
+        }
         if self.state == QpState::Error
             || !self.path.accepts(hdr)
             || op.transport() != Transport::Rc
@@ -265,21 +412,34 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
         }
     }
 
-    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work: the
-    /// retransmit timer (4.096 µs · 2^timeout after the last progress while PSNs are
-    /// unacknowledged) or the end of an RNR wait. `None` when no timer runs.
+    /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) (then
+    /// [`poll_transmit`](Self::poll_transmit)) has work: the retransmit timer (4.096 µs ·
+    /// 2^timeout after the last progress while PSNs are unacknowledged), the end of an RNR
+    /// wait, the DCQCN rate-increase timer, or — while a data packet is ready but held back
+    /// by the pacer — the instant the pacer lets it go. `None` when nothing is scheduled.
     pub fn next_deadline(&self) -> Option<Instant> {
-        if self.state == QpState::Rts {
-            self.req.next_deadline()
-        } else {
-            None
+        if self.state == QpState::Error {
+            return None;
         }
+        let rts = self.state == QpState::Rts;
+        let mut d = if rts { self.req.next_deadline() } else { None };
+        d = earliest(d, self.cc.next_deadline());
+        if self.resp.next_is_paced() || (rts && self.req.ready()) {
+            d = earliest(d, self.cc.conforming_at(self.max_packet_len() as u32));
+        }
+        d
     }
 
     /// Runs the timers that expired at `now`: an RNR wait ends (sending resumes); a retransmit
-    /// timeout starts a go-back-N retry or, with no retry left, completes the oldest WQE with
-    /// `RetryExcErr`, flushes the rest and moves the QP to Error.
+    /// timeout starts a retry (go-back-N rewind, or in selective repeat a resend of the oldest
+    /// unacknowledged packet) or, with no retry left, completes the oldest WQE with
+    /// `RetryExcErr`, flushes the rest and moves the QP to Error; DCQCN rate increases due by
+    /// `now` run. The pacer needs no call: [`poll_transmit`](Self::poll_transmit) checks it.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == QpState::Error {
+            return;
+        }
+        self.cc.handle_timeout(now, &mut self.counters);
         if self.state != QpState::Rts {
             return;
         }

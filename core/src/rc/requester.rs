@@ -6,13 +6,17 @@
 //!   response packet (IBTA vol. 1 §9.4.3; rxe_req.c `update_wqe_psn`).
 //! - AckReq on the last packet of every message and on at least every 64th packet
 //!   (rxe_req.c, `RXE_MAX_PKT_PER_ACK`).
-//! - Window: no new packet while [`MAX_UNACKED_PSNS`] PSNs are unacknowledged
-//!   (rxe_req.c, `RXE_MAX_UNACKED_PSNS`); no new READ while `max_rd_atomic` READs are
-//!   outstanding (rxe_req.c `check_init_depth`).
+//! - Window: no new packet while [`MAX_UNACKED_PSNS`] PSNs (or the smaller in-flight cap) are
+//!   unacknowledged (rxe_req.c, `RXE_MAX_UNACKED_PSNS`); no new READ/atomic while
+//!   `max_rd_atomic` of them are outstanding (rxe_req.c `check_init_depth`).
+//! - Atomics (COMPARE_SWAP, FETCH_ADD): one packet with an AtomicETH and AckReq, one PSN; they
+//!   count with READs against the initiator depth (IBTA vol. 1 §9.4.5; rxe_req.c).
 //! - Retries rewind to the oldest unacknowledged PSN (go-back-N): a partly acknowledged
 //!   SEND/WRITE resumes at that packet; a partly answered READ is re-issued for its tail, with the
 //!   VA advanced by the bytes already received and the PSN of the first missing response
 //!   (rxe_req.c `req_retry`).
+//! - Selective repeat (`recovery.rs`): plain WRITEs go out as self-placing RDMA_WRITE_ONLY
+//!   packets, and retries resend individual PSNs from a bitmap instead of rewinding.
 //!
 //! The completer half (ACK/NAK/READ response processing, timers) is in `completer.rs`.
 
@@ -24,10 +28,12 @@ use super::counters::RcCounters;
 use super::memory::{gather, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
+use super::psn_bits::PsnBits;
+use super::recovery::{Recovery, SR_WINDOW};
 use super::timer::{ack_timeout_ns, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
 use super::Fatal;
-use crate::wire::{Opcode, Psn, RethRepr, TransportRepr};
+use crate::wire::{AtomicEthRepr, Opcode, Psn, RethRepr, TransportRepr};
 
 /// The requester stops sending new packets while this many PSNs are unacknowledged
 /// (rxe `RXE_MAX_UNACKED_PSNS`).
@@ -51,6 +57,8 @@ pub(crate) struct SqEntry {
     pub(crate) first_psn: Psn,
     /// READ only: response packets received in order so far.
     pub(crate) read_done: u32,
+    /// Selective repeat: a plain WRITE sent as self-placing RDMA_WRITE_ONLY packets.
+    pub(crate) split: bool,
 }
 
 impl SqEntry {
@@ -68,17 +76,58 @@ impl SqEntry {
         self.wqe.opcode == SendOpcode::RdmaRead
     }
 
+    pub(crate) fn is_atomic(&self) -> bool {
+        self.wqe.opcode.is_atomic()
+    }
+
+    /// READ or atomic: completes only through its response(s), needs a responder resource.
+    pub(crate) fn is_rd_atomic(&self) -> bool {
+        self.wqe.opcode.is_rd_atomic()
+    }
+
+    /// The PSN of the request packet that (re)starts this WQE's unanswered part: for a READ the
+    /// first response not yet received, otherwise the first PSN.
+    pub(crate) fn request_psn(&self) -> Psn {
+        self.first_psn.add(self.read_done)
+    }
+
+    /// `true` when the RDMA WRITE ranges of `self` and `other` (same R_Key) overlap.
+    fn write_overlaps(&self, other: &SendWqe, other_len: u32) -> bool {
+        self.wqe.opcode.is_write()
+            && self.wqe.rkey == other.rkey
+            && self.len > 0
+            && other_len > 0
+            && {
+                let (a0, a1) = (
+                    self.wqe.remote_addr,
+                    self.wqe.remote_addr.saturating_add(self.len as u64),
+                );
+                let (b0, b1) = (
+                    other.remote_addr,
+                    other.remote_addr.saturating_add(other_len as u64),
+                );
+                a0 < b1 && b0 < a1
+            }
+    }
+
     /// `true` when `psn` lies in `[first_psn, end_psn)`.
     pub(crate) fn contains(&self, psn: Psn) -> bool {
         psn.distance_from(self.first_psn) < self.npkts
     }
 
     pub(crate) fn wc_opcode(&self) -> WcOpcode {
-        match self.wqe.opcode {
-            SendOpcode::Send | SendOpcode::SendWithImm => WcOpcode::Send,
-            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
-            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
-        }
+        wc_opcode(self.wqe.opcode)
+    }
+}
+
+/// The completion opcode of a send WQE's operation.
+pub(crate) fn wc_opcode(op: SendOpcode) -> WcOpcode {
+    match op {
+        SendOpcode::Send | SendOpcode::SendWithImm => WcOpcode::Send,
+        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+        SendOpcode::RdmaRead => WcOpcode::RdmaRead,
+        SendOpcode::AtomicCmpAndSwp { .. } => WcOpcode::CompSwap,
+        SendOpcode::AtomicFetchAndAdd { .. } => WcOpcode::FetchAdd,
     }
 }
 
@@ -107,6 +156,10 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) noack_pkts: u32,
     /// Oldest unacknowledged PSN (`comp.psn` in rxe).
     pub(crate) comp_psn: Psn,
+    /// One past the highest PSN an ACK or NAK acknowledged, possibly beyond `comp_psn` when an
+    /// unanswered READ/atomic blocked it: once that completes, the WQEs up to here complete
+    /// without waiting for another ACK.
+    pub(crate) ack_hi: Psn,
     /// Transport retries left (reset to `retry_cnt` on progress).
     pub(crate) retry_left: u8,
     /// A go-back-N retry started and `comp_psn` has not moved since: NAKs and implied NAKs are
@@ -118,6 +171,17 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) retrans_timer: Timer,
     /// Armed while waiting out an RNR NAK's delay; nothing is sent meanwhile.
     pub(crate) rnr_timer: Timer,
+    /// Loss recovery mode (fixed before RTS).
+    pub(crate) recovery: Recovery,
+    /// Most PSNs outstanding before new packets stall (1..=128).
+    pub(crate) max_inflight: u32,
+    /// Selective repeat: PSNs to resend (a READ/atomic by its request PSN).
+    pub(crate) resend: PsnBits,
+    /// Selective repeat: PSNs resent since the last timeout (not resent again on a NAK).
+    pub(crate) resent: PsnBits,
+    /// Selective repeat: after a timeout, `psn_hi` at that time; until `comp_psn` reaches it,
+    /// each new cumulative-ACK point is resent.
+    pub(crate) recover: Option<Psn>,
 }
 
 impl<const SQ: usize> Requester<SQ> {
@@ -142,14 +206,30 @@ impl<const SQ: usize> Requester<SQ> {
             psn_hi: Psn::new(0),
             noack_pkts: 0,
             comp_psn: Psn::new(0),
+            ack_hi: Psn::new(0),
             retry_left: 0,
             retry_started: false,
             rnr_left: 0,
             retrans_timer: Timer::default(),
             rnr_timer: Timer::default(),
+            recovery: Recovery::GoBackN,
+            max_inflight: MAX_UNACKED_PSNS,
+            resend: PsnBits::default(),
+            resent: PsnBits::default(),
+            recover: None,
         };
         r.configure(rts);
         r
+    }
+
+    /// `true` in selective-repeat mode.
+    pub(crate) fn selective(&self) -> bool {
+        self.recovery == Recovery::Selective
+    }
+
+    /// Sets the in-flight cap (clamped to 1..=128).
+    pub(crate) fn set_max_inflight(&mut self, packets: u32) {
+        self.max_inflight = packets.clamp(1, SR_WINDOW);
     }
 
     /// Applies the RTS attributes; the send queue is empty at this point.
@@ -164,8 +244,14 @@ impl<const SQ: usize> Requester<SQ> {
         self.psn = rts.sq_psn;
         self.psn_hi = rts.sq_psn;
         self.comp_psn = rts.sq_psn;
+        self.ack_hi = rts.sq_psn;
         self.cur_idx = self.sq.len();
         self.cur_pkt = 0;
+        self.resend.advance(rts.sq_psn);
+        self.resend.clear();
+        self.resent.advance(rts.sq_psn);
+        self.resent.clear();
+        self.recover = None;
         self.reset_retry_counters();
     }
 
@@ -187,13 +273,25 @@ impl<const SQ: usize> Requester<SQ> {
             return Err(PostError::MessageTooLong);
         }
         let len = len as u32;
-        let npkts = self.mtu.packets(len);
+        let atomic = wqe.opcode.is_atomic();
+        if atomic && len != 8 {
+            return Err(PostError::AtomicLength);
+        }
+        let npkts = if atomic { 1 } else { self.mtu.packets(len) };
         if wqe.opcode == SendOpcode::RdmaRead && npkts > MAX_READ_PSNS {
             return Err(PostError::MessageTooLong);
         }
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
+        // Self-placing only when early placement cannot reorder memory effects: no earlier
+        // outstanding READ/atomic, no earlier WRITE to an overlapping range.
+        let split = self.selective()
+            && wqe.opcode == SendOpcode::RdmaWrite
+            && !self
+                .sq
+                .iter()
+                .any(|e| e.is_rd_atomic() || e.write_overlaps(&wqe, len));
         let first_psn = self.tail_psn;
         let entry = SqEntry {
             wqe,
@@ -201,6 +299,7 @@ impl<const SQ: usize> Requester<SQ> {
             npkts,
             first_psn,
             read_done: 0,
+            split,
         };
         if self.sq.push_back(entry).is_err() {
             return Err(PostError::QueueFull);
@@ -209,8 +308,64 @@ impl<const SQ: usize> Requester<SQ> {
         Ok(())
     }
 
+    /// READs and atomics queued before index `idx` (outstanding: sent or about to be).
+    fn rd_atomic_before(&self, idx: usize) -> usize {
+        self.sq
+            .iter()
+            .take(idx)
+            .filter(|e| e.is_rd_atomic())
+            .count()
+    }
+
+    /// `true` when [`poll_transmit`](Self::poll_transmit) has a packet to send now (given a
+    /// large enough buffer): a pending selective resend, or a new packet that the window, the
+    /// in-flight cap and the initiator depth allow; never during an RNR wait.
+    pub(crate) fn ready(&self) -> bool {
+        if self.rnr_timer.is_armed() {
+            return false;
+        }
+        if self.selective() && self.resend.first_from(self.comp_psn).is_some() {
+            return true;
+        }
+        let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
+            return false;
+        };
+        if self.psn.distance_from(self.comp_psn) >= self.max_inflight {
+            return false;
+        }
+        if entry.is_rd_atomic() {
+            let max_rd = self.rts.max_rd_atomic.max(1) as usize;
+            if self.rd_atomic_before(self.cur_idx) >= max_rd {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The next selective resend: (WQE index, packet index), dropping stale bits.
+    fn next_resend(&mut self) -> Option<(usize, u32)> {
+        while let Some(p) = self.resend.first_from(self.comp_psn) {
+            let found = self.sq.iter().position(|e| e.contains(p));
+            match found {
+                Some(i) if p.before(self.psn_hi) => {
+                    let e = deque_get(&self.sq, i)?;
+                    let k = p.distance_from(e.first_psn);
+                    // A READ restarts at its first missing response, an atomic at its PSN.
+                    if (e.is_read() && k != e.read_done) || (e.is_atomic() && k != 0) {
+                        self.resend.remove(p);
+                        continue;
+                    }
+                    return Some((i, k));
+                }
+                _ => self.resend.remove(p),
+            }
+        }
+        None
+    }
+
     /// Produces the next request packet (new or retransmitted), or `None` when nothing may be
-    /// sent now: queue drained, window full, READ depth reached, RNR wait, or `buf` too small.
+    /// sent now: queue drained, window full, READ/atomic depth reached, RNR wait, or `buf` too
+    /// small.
     ///
     /// # Errors
     /// [`Fatal`] after completing the WQE with `LocProtErr` (and flushing the rest) when its
@@ -223,55 +378,33 @@ impl<const SQ: usize> Requester<SQ> {
         buf: &mut [u8],
         ctr: &mut RcCounters,
     ) -> Result<Option<usize>, Fatal> {
-        if self.rnr_timer.is_armed() {
+        if !self.ready() {
             return Ok(None);
         }
-        if self.psn.distance_from(self.comp_psn) >= MAX_UNACKED_PSNS {
-            return Ok(None);
-        }
-        let idx = self.cur_idx;
+        let resend = if self.selective() {
+            self.next_resend()
+        } else {
+            None
+        };
+        let (idx, k) = match resend {
+            Some(at) => at,
+            None => {
+                if deque_get(&self.sq, self.cur_idx).is_none()
+                    || self.psn.distance_from(self.comp_psn) >= self.max_inflight
+                {
+                    // Only stale resend bits were pending.
+                    return Ok(None);
+                }
+                (self.cur_idx, self.cur_pkt)
+            }
+        };
         let Some(entry) = deque_get(&self.sq, idx) else {
             return Ok(None);
         };
-        let k = self.cur_pkt;
         let psn = entry.first_psn.add(k);
-        debug_assert_eq!(psn, self.psn);
-        let mtu = self.mtu;
-        let (mut hdr, payload_off, payload_len, consumed, ack_req) = if entry.is_read() {
-            let max_rd = self.rts.max_rd_atomic.max(1) as usize;
-            let outstanding = self.sq.iter().take(idx).filter(|e| e.is_read()).count();
-            if outstanding >= max_rd {
-                return Ok(None);
-            }
-            let skip = (k as u64 * mtu.bytes() as u64).min(entry.len as u64);
-            let mut hdr = TransportRepr::new(path.bth(Opcode::RcRdmaReadRequest, psn, true, false));
-            hdr.reth = Some(RethRepr {
-                va: entry.wqe.remote_addr.wrapping_add(skip),
-                rkey: entry.wqe.rkey,
-                dma_len: entry.len - skip as u32,
-            });
-            (hdr, 0, 0, entry.npkts - k, true)
-        } else {
-            let n = entry.npkts;
-            let (first, last) = (k == 0, k + 1 == n);
-            let imm = entry.wqe.opcode.has_imm();
-            let opcode = data_opcode(entry.wqe.opcode.is_write(), first, last, imm);
-            let ack_req = last || self.noack_pkts + 1 >= MAX_PKTS_PER_ACK;
-            let solicited = last && entry.wqe.solicited;
-            let mut hdr = TransportRepr::new(path.bth(opcode, psn, ack_req, solicited));
-            if entry.wqe.opcode.is_write() && first {
-                hdr.reth = Some(RethRepr {
-                    va: entry.wqe.remote_addr,
-                    rkey: entry.wqe.rkey,
-                    dma_len: entry.len,
-                });
-            }
-            if imm && last {
-                hdr.imm = Some(entry.wqe.imm);
-            }
-            let off = k as u64 * mtu.bytes() as u64;
-            (hdr, off, mtu.segment_len(entry.len, k) as usize, 1, ack_req)
-        };
+        debug_assert!(resend.is_some() || psn == self.psn);
+        let (mut hdr, payload_off, payload_len, consumed, ack_req) =
+            self.build(entry, k, psn, path, resend.is_some());
         let sges = &entry.wqe.sg_list;
         let emitted = emit_packet(&mut hdr, payload_len, buf, |out| {
             gather(mem, sges, payload_off, out)
@@ -290,21 +423,99 @@ impl<const SQ: usize> Requester<SQ> {
         if psn.before(self.psn_hi) {
             ctr.retransmitted_packets += 1;
         }
-        self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
-        self.psn = psn.add(consumed);
-        if self.psn.after(self.psn_hi) {
-            self.psn_hi = self.psn;
-        }
-        if k + consumed >= deque_get(&self.sq, idx).map_or(0, |e| e.npkts) {
-            self.cur_idx += 1;
-            self.cur_pkt = 0;
+        if resend.is_some() {
+            self.resend.remove(psn);
+            self.resent.advance(self.comp_psn);
+            self.resent.insert(psn);
         } else {
-            self.cur_pkt += consumed;
+            self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
+            self.psn = psn.add(consumed);
+            if self.psn.after(self.psn_hi) {
+                self.psn_hi = self.psn;
+            }
+            if k + consumed >= deque_get(&self.sq, idx).map_or(0, |e| e.npkts) {
+                self.cur_idx += 1;
+                self.cur_pkt = 0;
+            } else {
+                self.cur_pkt += consumed;
+            }
         }
         if let Some(t) = ack_timeout_ns(self.rts.timeout) {
             self.retrans_timer.arm_if_idle(now.add_nanos(t));
         }
         Ok(Some(n))
+    }
+
+    /// Headers of packet `k` (PSN `psn`) of `entry`: (headers, payload offset in the message,
+    /// payload length, PSNs consumed, AckReq). Resends in selective mode always ask for an ACK.
+    fn build(
+        &self,
+        entry: &SqEntry,
+        k: u32,
+        psn: Psn,
+        path: &Path,
+        resend: bool,
+    ) -> (TransportRepr, u64, usize, u32, bool) {
+        let mtu = self.mtu;
+        let wqe = &entry.wqe;
+        if entry.is_read() {
+            let skip = (k as u64 * mtu.bytes() as u64).min(entry.len as u64);
+            let mut hdr = TransportRepr::new(path.bth(Opcode::RcRdmaReadRequest, psn, true, false));
+            hdr.reth = Some(RethRepr {
+                va: wqe.remote_addr.wrapping_add(skip),
+                rkey: wqe.rkey,
+                dma_len: entry.len - skip as u32,
+            });
+            return (hdr, 0, 0, entry.npkts - k, true);
+        }
+        if let Some(op) = wqe.opcode.atomic_op() {
+            let (opcode, swap_add, compare) = match op {
+                super::memory::AtomicOp::CompareSwap { compare, swap } => {
+                    (Opcode::RcCompareSwap, swap, compare)
+                }
+                super::memory::AtomicOp::FetchAdd { add } => (Opcode::RcFetchAdd, add, 0),
+            };
+            let mut hdr = TransportRepr::new(path.bth(opcode, psn, true, false));
+            hdr.atomic_eth = Some(AtomicEthRepr {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                swap_add,
+                compare,
+            });
+            return (hdr, 0, 0, 1, true);
+        }
+        let n = entry.npkts;
+        let (first, last) = (k == 0, k + 1 == n);
+        let imm = wqe.opcode.has_imm();
+        let off = k as u64 * mtu.bytes() as u64;
+        let seg = mtu.segment_len(entry.len, k);
+        let ack_req =
+            last || self.noack_pkts + 1 >= MAX_PKTS_PER_ACK || (resend && self.selective());
+        let solicited = last && wqe.solicited;
+        if entry.split {
+            // Selective repeat: every packet an RDMA_WRITE_ONLY with its own RETH.
+            let mut hdr =
+                TransportRepr::new(path.bth(Opcode::RcRdmaWriteOnly, psn, ack_req, false));
+            hdr.reth = Some(RethRepr {
+                va: wqe.remote_addr.wrapping_add(off),
+                rkey: wqe.rkey,
+                dma_len: seg,
+            });
+            return (hdr, off, seg as usize, 1, ack_req);
+        }
+        let opcode = data_opcode(wqe.opcode.is_write(), first, last, imm);
+        let mut hdr = TransportRepr::new(path.bth(opcode, psn, ack_req, solicited));
+        if wqe.opcode.is_write() && first {
+            hdr.reth = Some(RethRepr {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                dma_len: entry.len,
+            });
+        }
+        if imm && last {
+            hdr.imm = Some(wqe.imm);
+        }
+        (hdr, off, seg as usize, 1, ack_req)
     }
 
     /// Moves the cursor back to the oldest unacknowledged PSN (go-back-N).
@@ -380,6 +591,8 @@ impl<const SQ: usize> Requester<SQ> {
         self.cur_pkt = 0;
         self.retrans_timer.stop();
         self.rnr_timer.stop();
+        self.resend.clear();
+        self.recover = None;
     }
 
     /// Flushes every queued WQE with `WrFlushErr` (QP to Error).
@@ -392,11 +605,7 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
-        let opcode = match wqe.opcode {
-            SendOpcode::Send | SendOpcode::SendWithImm => WcOpcode::Send,
-            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
-            SendOpcode::RdmaRead => WcOpcode::RdmaRead,
-        };
+        let opcode = wc_opcode(wqe.opcode);
         let _ = self.cq.push_back(WorkCompletion {
             wr_id: wqe.wr_id,
             status: WcStatus::WrFlushErr,

@@ -19,18 +19,28 @@
 //!   FIRST/LAST/ONLY; a zero-length READ is one READ_RESPONSE_ONLY without payload.
 //! - Responses leave in PSN order: ACKs queued behind READ responses wait for them, so a
 //!   cumulative ACK never overtakes an unanswered READ.
+//! - Atomics (IBTA vol. 1 §9.4.5, rxe_resp.c): the target VA must be 8-byte aligned (else NAK
+//!   invalid request); executed through `MemoryAccess::atomic` (R_Key/range/access failure → NAK
+//!   remote access error); the original value is saved in a responder resource (shared ring with
+//!   READs, `max_dest_rd_atomic`) and sent in an ATOMIC_ACKNOWLEDGE; a duplicate atomic is
+//!   answered from the saved value without executing again.
+//! - Selective repeat (`recovery.rs`): out-of-order RDMA_WRITE_ONLY packets within the window
+//!   are checked and placed at once and retire (MSN, ACK) when ePSN reaches them; every new
+//!   ePSN is NAKed once, also right after an in-order packet when a later PSN is held.
 
 use heapless::Deque;
 
 use super::completion::{WcOpcode, WcStatus, WorkCompletion};
 use super::counters::RcCounters;
-use super::memory::{scatter, AccessKind, MemoryAccess};
+use super::memory::{scatter, AccessKind, AtomicOp, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{emit_packet, Path};
+use super::psn_bits::PsnBits;
+use super::recovery::{Recovery, SR_WINDOW};
 use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
 use crate::wire::{AethRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr};
 
-/// Most responder resources (saved RDMA READ requests) a QP keeps; `max_dest_rd_atomic` is
+/// Most responder resources (saved RDMA READ and atomic requests) a QP keeps; `max_dest_rd_atomic` is
 /// clamped to it. ConnectX HCAs report 16 (`max_qp_rd_atom`); rxe allows 128.
 pub const MAX_RD_ATOMIC: usize = 16;
 
@@ -47,9 +57,11 @@ pub(crate) struct FatalNak {
     pub(crate) code: NakCode,
 }
 
-/// A saved RDMA READ request (IBTA "responder resource"; rxe `struct resp_res`).
+/// A saved RDMA READ or atomic request (IBTA "responder resource"; rxe `struct resp_res`).
 #[derive(Debug, Clone, Copy, Default)]
 struct ReadResource {
+    /// Atomic: the original value the ATOMIC_ACKNOWLEDGE carries (`None` for a READ).
+    atomic: Option<u64>,
     valid: bool,
     first_psn: Psn,
     npkts: u32,
@@ -77,7 +89,7 @@ enum Response {
         syndrome: Syndrome,
         msn: u32,
     },
-    /// READ responses of resource `slot`.
+    /// READ responses, or the ATOMIC ACKNOWLEDGE, of resource `slot`.
     Read { slot: usize },
 }
 
@@ -120,6 +132,10 @@ pub(crate) struct Responder<const RQ: usize> {
     /// Ring index of the next resource to (re)use.
     res_next: usize,
     out: Deque<Response, RESP_QUEUE>,
+    /// Loss recovery mode (fixed before any request arrives).
+    recovery: Recovery,
+    /// Selective repeat: out-of-order RDMA_WRITE_ONLY packets placed, beyond ePSN.
+    held: PsnBits,
 }
 
 /// Outcome of executing one in-sequence request.
@@ -147,6 +163,24 @@ impl<const RQ: usize> Responder<RQ> {
             resources: [ReadResource::default(); MAX_RD_ATOMIC],
             res_next: 0,
             out: Deque::new(),
+            recovery: Recovery::GoBackN,
+            held: PsnBits::default(),
+        }
+    }
+
+    /// Sets the loss recovery mode (before traffic).
+    pub(crate) fn set_recovery(&mut self, recovery: Recovery) {
+        self.recovery = recovery;
+        self.held.advance(self.epsn);
+        self.held.clear();
+    }
+
+    /// `true` when the next response to send carries READ data (subject to pacing); ACKs,
+    /// NAKs and atomic ACKs are not paced.
+    pub(crate) fn next_is_paced(&self) -> bool {
+        match self.out.front() {
+            Some(Response::Read { slot }) => self.resources[*slot].atomic.is_none(),
+            _ => false,
         }
     }
 
@@ -216,6 +250,7 @@ impl<const RQ: usize> Responder<RQ> {
             r.valid = false;
             r.queued = false;
         }
+        self.held.clear();
     }
 
     /// Queues the NAK that accompanies the move to Error.
@@ -268,7 +303,21 @@ impl<const RQ: usize> Responder<RQ> {
         let psn = hdr.bth.psn;
         let d = psn.diff(self.epsn);
         if d > 0 {
+            if self.recovery == Recovery::Selective && self.held.contains(psn) {
+                // A second copy of a packet already placed out of order.
+                ctr.duplicate_requests += 1;
+                return Ok(());
+            }
             ctr.out_of_sequence_requests += 1;
+            if self.recovery == Recovery::Selective
+                && (d as u32) < SR_WINDOW
+                && hdr.bth.opcode == Opcode::RcRdmaWriteOnly
+                && Self::place_write_only(self.mtu, hdr, payload, mem)
+            {
+                self.held.advance(self.epsn);
+                self.held.insert(psn);
+                ctr.out_of_order_placed += 1;
+            }
             if !self.nak_sent {
                 self.nak_sent = true;
                 self.push_ack(self.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
@@ -277,13 +326,28 @@ impl<const RQ: usize> Responder<RQ> {
         }
         if d < 0 {
             ctr.duplicate_requests += 1;
-            if hdr.bth.opcode == Opcode::RcRdmaReadRequest {
-                self.replay_read(hdr, ctr);
-            } else {
-                self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
+            match hdr.bth.opcode {
+                Opcode::RcRdmaReadRequest => self.replay_read(hdr, ctr),
+                Opcode::RcCompareSwap | Opcode::RcFetchAdd => self.replay_atomic(hdr, ctr),
+                _ => self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED),
             }
             return Ok(());
         }
+        let result = self.execute(hdr, payload, mem);
+        if result.is_ok() && self.recovery == Recovery::Selective {
+            return self.retire_held();
+        }
+        result
+    }
+
+    /// Executes the in-sequence request `hdr` (PSN == ePSN).
+    fn execute<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+    ) -> Exec {
+        let psn = hdr.bth.psn;
         self.nak_sent = false;
         let op = hdr.bth.opcode;
         let in_send = matches!(self.msg, Message::Send { .. });
@@ -323,9 +387,68 @@ impl<const RQ: usize> Responder<RQ> {
             | Opcode::RcRdmaWriteOnly
             | Opcode::RcRdmaWriteOnlyWithImmediate => self.exec_write(hdr, payload, mem),
             Opcode::RcRdmaReadRequest => self.exec_read(hdr, mem),
-            // Atomics, SEND with invalidate: not supported by this responder.
+            Opcode::RcCompareSwap | Opcode::RcFetchAdd => self.exec_atomic(hdr, mem),
+            // SEND with invalidate, FLUSH, ATOMIC WRITE: not supported by this responder.
             _ => Self::fatal(psn, NakCode::InvalidRequest),
         }
+    }
+
+    /// Selective repeat: checks and places an out-of-order RDMA_WRITE_ONLY (no ImmDt) at its
+    /// RETH address. `false` (nothing written) when anything is wrong with it; it is then
+    /// handled like any lost packet and judged again when it arrives in sequence.
+    fn place_write_only<M: MemoryAccess + ?Sized>(
+        mtu: Mtu,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+    ) -> bool {
+        let Some(reth) = hdr.reth else {
+            return false;
+        };
+        if payload.len() > mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
+            return false;
+        }
+        payload.is_empty()
+            || (mem
+                .check(
+                    reth.rkey,
+                    reth.va,
+                    reth.dma_len as u64,
+                    AccessKind::RemoteWrite,
+                )
+                .is_ok()
+                && mem
+                    .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
+                    .is_ok())
+    }
+
+    /// Selective repeat, after an in-sequence request: retires the held packets ePSN now
+    /// reaches (each a complete RDMA_WRITE_ONLY message: MSN + 1), then answers: a NAK for
+    /// the new ePSN (once) when later packets are still held — another hole — else an ACK up
+    /// to the new ePSN when anything retired (whether or not those packets asked for one: the
+    /// requester learns at once that the hole closed).
+    fn retire_held(&mut self) -> Exec {
+        self.held.advance(self.epsn);
+        let mut retired = false;
+        while self.held.contains(self.epsn) {
+            if self.msg != Message::Idle {
+                // A conforming requester never sends a WRITE_ONLY inside another message.
+                return Self::fatal(self.epsn, NakCode::InvalidRequest);
+            }
+            self.bump_msn();
+            self.epsn = self.epsn.add(1);
+            self.held.advance(self.epsn);
+            retired = true;
+        }
+        if self.held.first_from(self.epsn).is_some() {
+            if !self.nak_sent {
+                self.nak_sent = true;
+                self.push_ack(self.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+            }
+        } else if retired {
+            self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
+        }
+        Ok(())
     }
 
     /// Payload length rule (rxe_resp.c `check_length`): FIRST/MIDDLE exactly PMTU, LAST
@@ -526,19 +649,11 @@ impl<const RQ: usize> Responder<RQ> {
         {
             return Self::fatal(psn, NakCode::RemoteAccessError);
         }
-        let slot = self.res_next;
-        if self.resources[slot].queued {
-            if !self.resources[slot].replay {
-                // More READs outstanding than max_dest_rd_atomic (IBTA C9-150 ff.).
-                return Self::fatal(psn, NakCode::InvalidRequest);
-            }
-            // A replay for a stale duplicate: the requester has completed that READ (it only
-            // reuses the slot within its max_rd_atomic), so the replay is useless.
-            self.cancel_reply(slot);
-        }
+        let slot = self.claim_resource(psn)?;
         let npkts = self.mtu.packets(reth.dma_len);
         self.bump_msn();
         self.resources[slot] = ReadResource {
+            atomic: None,
             valid: true,
             first_psn: psn,
             npkts,
@@ -568,7 +683,9 @@ impl<const RQ: usize> Responder<RQ> {
         };
         let found = self.resources[..self.max_dest_rd_atomic]
             .iter()
-            .position(|r| r.valid && psn.distance_from(r.first_psn) < r.npkts);
+            .position(|r| {
+                r.valid && r.atomic.is_none() && psn.distance_from(r.first_psn) < r.npkts
+            });
         let Some(slot) = found else {
             ctr.dropped_packets += 1;
             return;
@@ -592,6 +709,97 @@ impl<const RQ: usize> Responder<RQ> {
         } else {
             r.start = k;
             r.next = k;
+            r.queued = true;
+            let _ = self.out.push_back(Response::Read { slot });
+        }
+    }
+
+    /// Claims the next responder resource for a new READ/atomic at `psn`.
+    ///
+    /// # Errors
+    /// NAK invalid request when every resource is still being answered for an original
+    /// request (more READ/atomics outstanding than `max_dest_rd_atomic`, IBTA C9-150 ff.).
+    fn claim_resource(&mut self, psn: Psn) -> Result<usize, FatalNak> {
+        let slot = self.res_next;
+        if self.resources[slot].queued {
+            if !self.resources[slot].replay {
+                return Err(FatalNak {
+                    psn,
+                    code: NakCode::InvalidRequest,
+                });
+            }
+            // A replay for a stale duplicate: the requester has completed that request (it
+            // only reuses the slot within its max_rd_atomic), so the replay is useless.
+            self.cancel_reply(slot);
+        }
+        Ok(slot)
+    }
+
+    fn exec_atomic<M: MemoryAccess + ?Sized>(&mut self, hdr: &TransportRepr, mem: &mut M) -> Exec {
+        let psn = hdr.bth.psn;
+        let Some(a) = hdr.atomic_eth else {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        };
+        if self.max_dest_rd_atomic == 0 || a.va % 8 != 0 {
+            return Self::fatal(psn, NakCode::InvalidRequest);
+        }
+        let op = if hdr.bth.opcode == Opcode::RcCompareSwap {
+            AtomicOp::CompareSwap {
+                compare: a.compare,
+                swap: a.swap_add,
+            }
+        } else {
+            AtomicOp::FetchAdd { add: a.swap_add }
+        };
+        let slot = self.claim_resource(psn)?;
+        let Ok(orig) = mem.atomic(a.rkey, a.va, op) else {
+            return Self::fatal(psn, NakCode::RemoteAccessError);
+        };
+        self.bump_msn();
+        self.resources[slot] = ReadResource {
+            atomic: Some(orig),
+            valid: true,
+            first_psn: psn,
+            npkts: 1,
+            va: a.va,
+            rkey: a.rkey,
+            len: 8,
+            msn: self.msn,
+            start: 0,
+            next: 0,
+            queued: true,
+            replay: false,
+        };
+        self.res_next = (slot + 1) % self.max_dest_rd_atomic;
+        let _ = self.out.push_back(Response::Read { slot });
+        self.epsn = psn.add(1);
+        Ok(())
+    }
+
+    /// A duplicate atomic: answer it again from the saved original value when a resource
+    /// holds an atomic with its PSN, R_Key and VA; drop it otherwise (rxe_resp.c).
+    fn replay_atomic(&mut self, hdr: &TransportRepr, ctr: &mut RcCounters) {
+        let psn = hdr.bth.psn;
+        let found = hdr.atomic_eth.and_then(|a| {
+            self.resources[..self.max_dest_rd_atomic]
+                .iter()
+                .position(|r| {
+                    r.valid
+                        && r.atomic.is_some()
+                        && r.first_psn == psn
+                        && r.rkey == a.rkey
+                        && r.va == a.va
+                })
+        });
+        let Some(slot) = found else {
+            ctr.dropped_packets += 1;
+            return;
+        };
+        let r = &mut self.resources[slot];
+        r.replay = true;
+        if !r.queued {
+            r.start = 0;
+            r.next = 0;
             r.queued = true;
             let _ = self.out.push_back(Response::Read { slot });
         }
@@ -642,6 +850,27 @@ impl<const RQ: usize> Responder<RQ> {
                     Syndrome::Nak(NakCode::RemoteAccessError) => ctr.naks_sent.remote_access += 1,
                     _ => ctr.naks_sent.remote_operational += 1,
                 }
+                Ok(Some(n))
+            }
+            Response::Read { slot } if self.resources[slot].atomic.is_some() => {
+                let r = self.resources[slot];
+                let mut hdr = TransportRepr::new(path.bth(
+                    Opcode::RcAtomicAcknowledge,
+                    r.first_psn,
+                    false,
+                    false,
+                ));
+                hdr.aeth = Some(AethRepr {
+                    syndrome: Syndrome::ACK_UNLIMITED,
+                    msn: r.msn,
+                });
+                hdr.atomic_ack = r.atomic;
+                let Ok(Some(n)) = emit_packet::<()>(&mut hdr, 0, buf, |_| Ok(())) else {
+                    return Ok(None);
+                };
+                self.resources[slot].queued = false;
+                self.out.pop_front();
+                ctr.tx_packets += 1;
                 Ok(Some(n))
             }
             Response::Read { slot } => {

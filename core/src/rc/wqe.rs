@@ -39,6 +39,22 @@ pub enum SendOpcode {
     RdmaWriteWithImm,
     /// RDMA READ from `remote_addr`/`rkey` into the local SGEs (IBV_WR_RDMA_READ).
     RdmaRead,
+    /// Atomic compare-and-swap of the 8 bytes at `remote_addr`/`rkey` (8-byte aligned); the
+    /// original value lands in the local SGEs, which must add up to 8 bytes
+    /// (IBV_WR_ATOMIC_CMP_AND_SWP; `wr.atomic.compare_add` / `wr.atomic.swap`).
+    AtomicCmpAndSwp {
+        /// Value the target must hold for the swap to happen.
+        compare: u64,
+        /// Value written when it does.
+        swap: u64,
+    },
+    /// Atomic fetch-and-add on the 8 bytes at `remote_addr`/`rkey` (8-byte aligned); the
+    /// original value lands in the local SGEs, which must add up to 8 bytes
+    /// (IBV_WR_ATOMIC_FETCH_AND_ADD; `wr.atomic.compare_add`).
+    AtomicFetchAndAdd {
+        /// The addend (wrapping modulo 2^64).
+        add: u64,
+    },
 }
 
 impl SendOpcode {
@@ -50,6 +66,33 @@ impl SendOpcode {
     /// `true` for the opcodes that carry ImmDt.
     pub const fn has_imm(self) -> bool {
         matches!(self, SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm)
+    }
+
+    /// `true` for the two atomic opcodes.
+    pub const fn is_atomic(self) -> bool {
+        matches!(
+            self,
+            SendOpcode::AtomicCmpAndSwp { .. } | SendOpcode::AtomicFetchAndAdd { .. }
+        )
+    }
+
+    /// `true` for RDMA READ and the atomics: the operations that need a responder resource
+    /// and count against the initiator depth (`max_rd_atomic`).
+    pub const fn is_rd_atomic(self) -> bool {
+        matches!(self, SendOpcode::RdmaRead) || self.is_atomic()
+    }
+
+    /// The atomic operation the responder executes, `None` for other opcodes.
+    pub const fn atomic_op(self) -> Option<super::memory::AtomicOp> {
+        match self {
+            SendOpcode::AtomicCmpAndSwp { compare, swap } => {
+                Some(super::memory::AtomicOp::CompareSwap { compare, swap })
+            }
+            SendOpcode::AtomicFetchAndAdd { add } => {
+                Some(super::memory::AtomicOp::FetchAdd { add })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -63,9 +106,9 @@ pub struct SendWqe {
     /// Local buffers: gathered for SEND/WRITE, scattered into for READ. The message length is
     /// the sum of the lengths (at most [`MAX_MESSAGE_LEN`]).
     pub sg_list: Vec<Sge, MAX_SGE>,
-    /// Remote virtual address (WRITE, READ; ignored for SEND).
+    /// Remote virtual address (WRITE, READ, atomics; ignored for SEND).
     pub remote_addr: u64,
-    /// Remote R_Key (WRITE, READ; ignored for SEND).
+    /// Remote R_Key (WRITE, READ, atomics; ignored for SEND).
     pub rkey: u32,
     /// Immediate data for `*WithImm`: the 32-bit big-endian number as it appears on the wire
     /// (libibverbs `imm_data`, `__be32`). Ignored for other opcodes.
@@ -116,6 +159,8 @@ pub enum PostError {
     /// The SGE lengths add up to more than 2^31 bytes, or a READ would need more than 2^22
     /// PSNs (half the PSN comparison window) (`EINVAL`).
     MessageTooLong,
+    /// An atomic WQE whose SGEs do not add up to exactly 8 bytes (`EINVAL`).
+    AtomicLength,
 }
 
 impl core::fmt::Display for PostError {
@@ -124,6 +169,9 @@ impl core::fmt::Display for PostError {
             PostError::QueueFull => "work queue full: poll completions before posting more",
             PostError::InvalidState => "QP state does not accept this post (send needs RTS)",
             PostError::MessageTooLong => "message longer than 2^31 bytes (or READ over 2^22 PSNs)",
+            PostError::AtomicLength => {
+                "atomic work request needs a local buffer of exactly 8 bytes (its SGE list)"
+            }
         })
     }
 }

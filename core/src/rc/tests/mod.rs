@@ -1,10 +1,13 @@
 //! RcQp tests: two QPs wired back to back through an in-memory link, every packet emitted and
 //! parsed through the wire layer (`TransportRepr::emit`/`parse`), memory in `Vec`s.
 
+mod atomics;
 mod basic;
+mod congestion;
 mod errors;
 mod loss;
 mod property;
+mod selective;
 
 use std::collections::VecDeque;
 use std::vec;
@@ -21,6 +24,7 @@ pub(crate) struct Access {
     pub(crate) local_write: bool,
     pub(crate) remote_read: bool,
     pub(crate) remote_write: bool,
+    pub(crate) remote_atomic: bool,
 }
 
 impl Access {
@@ -28,6 +32,7 @@ impl Access {
         local_write: true,
         remote_read: true,
         remote_write: true,
+        remote_atomic: true,
     };
 }
 
@@ -77,6 +82,11 @@ impl TestMem {
         &r.data[off..off + len]
     }
 
+    /// The 8 bytes at `addr` as a native-endian u64 (the atomics' byte order).
+    pub(crate) fn u64_at(&self, key: u32, addr: u64) -> u64 {
+        u64::from_ne_bytes(self.bytes(key, addr, 8).try_into().unwrap())
+    }
+
     pub(crate) fn write_counts(&self, key: u32, addr: u64, len: usize) -> &[u32] {
         let r = self.region(key);
         let off = (addr - r.addr) as usize;
@@ -101,7 +111,7 @@ impl TestMem {
             AccessKind::LocalWrite => r.access.local_write,
             AccessKind::RemoteRead => r.access.remote_read,
             AccessKind::RemoteWrite => r.access.remote_write,
-            AccessKind::RemoteAtomic => false,
+            AccessKind::RemoteAtomic => r.access.remote_atomic,
         };
         if !allowed {
             return Err(MemError::AccessDenied);
@@ -203,9 +213,13 @@ pub(crate) struct Pair {
     pub(crate) now: Instant,
     /// Every packet put on the link, in order (with direction), for inspection.
     pub(crate) trace: Vec<(Dir, TransportRepr, usize)>,
+    /// When each packet of `trace` was put on the link, and its length in bytes.
+    pub(crate) times: Vec<(Instant, usize)>,
     /// Packets in flight.
     pub(crate) a_to_b: VecDeque<Vec<u8>>,
     pub(crate) b_to_a: VecDeque<Vec<u8>>,
+    /// ECN codepoint each delivered packet carries (0 = Not-ECT).
+    pub(crate) ecn: u8,
 }
 
 /// Send WQE helper.
@@ -242,7 +256,13 @@ pub(crate) fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
 impl Pair {
     /// A pair in RTS with A's sq_psn = B's rq_psn = `psn_ab`, and B→A starting at `psn_ba`.
     pub(crate) fn new(mtu: Mtu, psn_ab: u32, psn_ba: u32) -> Pair {
-        Self::with(
+        Self::new_in(Recovery::GoBackN, mtu, psn_ab, psn_ba)
+    }
+
+    /// [`Pair::new`] with both QPs in loss recovery mode `recovery`.
+    pub(crate) fn new_in(recovery: Recovery, mtu: Mtu, psn_ab: u32, psn_ba: u32) -> Pair {
+        Self::with_recovery(
+            recovery,
             rtr(QPN_A, QPN_B, mtu, psn_ba),
             rts(psn_ab),
             rtr(QPN_B, QPN_A, mtu, psn_ab),
@@ -256,8 +276,19 @@ impl Pair {
         rtr_b: RtrConfig,
         rts_b: RtsConfig,
     ) -> Pair {
+        Self::with_recovery(Recovery::GoBackN, rtr_a, rts_a, rtr_b, rts_b)
+    }
+
+    pub(crate) fn with_recovery(
+        recovery: Recovery,
+        rtr_a: RtrConfig,
+        rts_a: RtsConfig,
+        rtr_b: RtrConfig,
+        rts_b: RtsConfig,
+    ) -> Pair {
         let mut a = Qp::new(rtr_a);
         let mut b = Qp::new(rtr_b);
+        assert!(a.set_recovery(recovery) && b.set_recovery(recovery));
         a.to_rts(rts_a);
         b.to_rts(rts_b);
         Pair {
@@ -267,8 +298,10 @@ impl Pair {
             mem_b: TestMem::default(),
             now: Instant(1_000_000),
             trace: Vec::new(),
+            times: Vec::new(),
             a_to_b: VecDeque::new(),
             b_to_a: VecDeque::new(),
+            ecn: 0,
         }
     }
 
@@ -284,6 +317,7 @@ impl Pair {
             Some(n) => {
                 let (hdr, payload) = parse(&buf[..n]);
                 self.trace.push((dir, hdr, payload.len()));
+                self.times.push((self.now, n));
                 q.push_back(buf[..n].to_vec());
                 true
             }
@@ -298,7 +332,28 @@ impl Pair {
             Dir::AtoB => (&mut self.b, &mut self.mem_b),
             Dir::BtoA => (&mut self.a, &mut self.mem_a),
         };
-        qp.handle_packet(self.now, &hdr, payload, mem);
+        if self.ecn == 0 {
+            qp.handle_packet(self.now, &hdr, payload, mem);
+        } else {
+            qp.handle_packet_ecn(self.now, &hdr, payload, self.ecn, mem);
+        }
+    }
+
+    /// Moves the receiving side's pending CNP (if any) straight to the other side, through the
+    /// wire layer. Returns `true` when one moved.
+    pub(crate) fn forward_cnp(&mut self, dir: Dir) -> bool {
+        let mut buf = [0u8; 64];
+        let (from, to, mem) = match dir {
+            Dir::AtoB => (&mut self.b, &mut self.a, &mut self.mem_a),
+            Dir::BtoA => (&mut self.a, &mut self.b, &mut self.mem_b),
+        };
+        let Some(n) = from.poll_cnp(&mut buf) else {
+            return false;
+        };
+        let (hdr, hl) = TransportRepr::parse(&buf[..n]).expect("CNP parses");
+        assert_eq!(hl, n);
+        to.handle_packet(self.now, &hdr, &[], mem);
+        true
     }
 
     /// Moves packets until nothing moves, deciding each packet's fate with `fate`, and

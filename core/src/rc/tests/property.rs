@@ -1,6 +1,12 @@
 //! Property: whatever the link does within a fault budget (drops, duplicates, reordering,
 //! early timer expiries) and whenever receive WQEs get posted, every message is delivered
-//! exactly once, in order, with the right completions on both sides.
+//! exactly once, in order, with the right completions on both sides — in go-back-N and in
+//! selective repeat (each generated case runs in both), with SEND/WRITE/READ and atomics, any
+//! in-flight cap, and optionally ECN CE marks whose CNPs drive DCQCN pacing on both QPs.
+//!
+//! The model is an in-order queue per direction: the expected completions are the posted
+//! messages in order; the expected memory is each message applied once (atomics: the target
+//! updated once, the original value returned once).
 //!
 //! The budget (at most 6 faults) stays below `retry_cnt = 7`, so the transport must always
 //! recover; each destination byte is checked to be written exactly once (counting memory).
@@ -16,6 +22,15 @@ enum Kind {
     Write,
     WriteImm,
     Read,
+    /// Compare-and-swap whose compare value matches the target (`true`) or not.
+    CmpSwap(bool),
+    FetchAdd,
+}
+
+impl Kind {
+    fn is_atomic(self) -> bool {
+        matches!(self, Kind::CmpSwap(_) | Kind::FetchAdd)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -34,6 +49,8 @@ enum Action {
     /// Poll one packet from A (`true`) or B.
     Tx(bool),
     /// Deliver packet `idx` (mod queue length) of the A→B (`true`) or B→A queue.
+    /// `fate`: 0..=2 drop, 3..=5 duplicate, 6..=11 deliver CE-marked (when ECN is on), else
+    /// deliver.
     Deliver { a_to_b: bool, idx: usize, fate: u8 },
     /// Jump to the next deadline and run the timers.
     Timer,
@@ -51,7 +68,10 @@ fn msg() -> impl Strategy<Value = Msg> {
             Just(Kind::SendImm),
             Just(Kind::Write),
             Just(Kind::WriteImm),
-            Just(Kind::Read)
+            Just(Kind::Read),
+            Just(Kind::CmpSwap(true)),
+            Just(Kind::CmpSwap(false)),
+            Just(Kind::FetchAdd)
         ],
         prop_oneof![3 => 0u32..8, 3 => 0u32..3000, 3 => 200u32..600, 1 => 16_000u32..40_000],
         0u32..40,
@@ -60,7 +80,7 @@ fn msg() -> impl Strategy<Value = Msg> {
         .prop_map(|(from_a, kind, len, slack, signaled)| Msg {
             from_a,
             kind,
-            len,
+            len: if kind.is_atomic() { 8 } else { len },
             slack,
             signaled,
         })
@@ -84,6 +104,20 @@ fn addr(i: usize) -> u64 {
     (i as u64 + 1) << 20
 }
 
+/// The FETCH_ADD addend / CMP_SWAP swap value of message `i`.
+fn operand(i: usize) -> u64 {
+    0x0123_4567_89ab_cdefu64.rotate_left(i as u32 * 7) | 1
+}
+
+/// Options of one run.
+#[derive(Debug, Clone, Copy)]
+struct Opts {
+    recovery: Recovery,
+    max_inflight: u32,
+    /// CE marks on some deliveries, CNPs forwarded, DCQCN pacing on both QPs.
+    ecn: bool,
+}
+
 struct Sim {
     p: Pair,
     msgs: Vec<Msg>,
@@ -92,13 +126,44 @@ struct Sim {
     recv_for: [Vec<usize>; 2],
     recv_posted: [usize; 2],
     faults_left: usize,
+    opts: Opts,
 }
 
 impl Sim {
-    fn new(msgs: Vec<Msg>, mtu: Mtu, psn_ab: u32, psn_ba: u32) -> Sim {
-        let mut p = Pair::new(mtu, psn_ab & 0xff_ffff, psn_ba & 0xff_ffff);
+    fn new(msgs: Vec<Msg>, mtu: Mtu, psn_ab: u32, psn_ba: u32, opts: Opts) -> Sim {
+        let mut p = Pair::new_in(opts.recovery, mtu, psn_ab & 0xff_ffff, psn_ba & 0xff_ffff);
+        p.a.set_max_inflight(opts.max_inflight);
+        p.b.set_max_inflight(opts.max_inflight);
+        if opts.ecn {
+            let cfg = crate::cc::DcqcnConfig {
+                line_rate_mbps: 40_000,
+                min_rate_mbps: 5_000,
+                ..crate::cc::DcqcnConfig::default()
+            };
+            let burst = p.a.max_packet_len() as u32;
+            p.a.enable_dcqcn(p.now, cfg, burst);
+            p.b.enable_dcqcn(p.now, cfg, burst);
+        }
         let mut recv_for = [Vec::new(), Vec::new()];
         for (i, m) in msgs.iter().enumerate() {
+            if m.kind.is_atomic() {
+                // Result buffer at the requester, target (and slack) at the responder.
+                let (req, resp) = if m.from_a {
+                    (&mut p.mem_a, &mut p.mem_b)
+                } else {
+                    (&mut p.mem_b, &mut p.mem_a)
+                };
+                req.add(SRC_KEY + i as u32, addr(i), 8, Access::ALL, |_| 0xee);
+                let len = 8 + m.slack as usize;
+                resp.add(
+                    DST_KEY + i as u32,
+                    addr(i),
+                    len,
+                    Access::ALL,
+                    pattern(i as u8),
+                );
+                continue;
+            }
             // Data flows from `src_mem` to `dst_mem`.
             let read = matches!(m.kind, Kind::Read);
             let src_is_a = m.from_a != read;
@@ -128,7 +193,15 @@ impl Sim {
             recv_for,
             recv_posted: [0, 0],
             faults_left: 6,
+            opts,
         }
+    }
+
+    /// The value the target of atomic message `i` holds before it executes: the pattern it
+    /// was registered with (only message `i` touches it).
+    fn atomic_initial(&self, i: usize) -> u64 {
+        let b: Vec<u8> = (0..8).map(pattern(i as u8)).collect();
+        u64::from_ne_bytes(b.try_into().unwrap())
     }
 
     fn post_next(&mut self) {
@@ -137,12 +210,26 @@ impl Sim {
         };
         let i = self.posted;
         self.posted += 1;
+        let initial = self.atomic_initial(i);
         let (op, local_key, remote_key) = match m.kind {
             Kind::Send => (SendOpcode::Send, SRC_KEY, 0),
             Kind::SendImm => (SendOpcode::SendWithImm, SRC_KEY, 0),
             Kind::Write => (SendOpcode::RdmaWrite, SRC_KEY, DST_KEY),
             Kind::WriteImm => (SendOpcode::RdmaWriteWithImm, SRC_KEY, DST_KEY),
             Kind::Read => (SendOpcode::RdmaRead, DST_KEY, SRC_KEY),
+            Kind::CmpSwap(hit) => (
+                SendOpcode::AtomicCmpAndSwp {
+                    compare: if hit { initial } else { initial ^ 1 },
+                    swap: operand(i),
+                },
+                SRC_KEY,
+                DST_KEY,
+            ),
+            Kind::FetchAdd => (
+                SendOpcode::AtomicFetchAndAdd { add: operand(i) },
+                SRC_KEY,
+                DST_KEY,
+            ),
         };
         let i32 = i as u32;
         let mut w = send_wqe(
@@ -203,7 +290,7 @@ impl Sim {
                 let mut fate = fate;
                 if (idx != 0 || fate < 6) && self.faults_left == 0 {
                     idx = 0;
-                    fate = 6;
+                    fate = 12;
                 }
                 if idx != 0 || fate < 6 {
                     self.faults_left -= 1;
@@ -214,7 +301,17 @@ impl Sim {
                     q.remove(idx).expect("index in range")
                 };
                 if fate >= 3 {
+                    // CE marks are not faults: congestion only slows the sender down.
+                    self.p.ecn = if self.opts.ecn && (6..12).contains(&fate) {
+                        0b11
+                    } else {
+                        0b10
+                    };
                     self.p.deliver(dir, &pkt);
+                    self.p.ecn = 0;
+                    // CNPs travel at once (they are not reliable; losing them is not tested).
+                    self.p.forward_cnp(Dir::AtoB);
+                    self.p.forward_cnp(Dir::BtoA);
                 }
             }
             Action::Timer => {
@@ -236,6 +333,7 @@ impl Sim {
     }
 
     fn finish(&mut self) {
+        self.p.ecn = 0;
         while self.posted < self.msgs.len() {
             self.post_next();
         }
@@ -252,6 +350,10 @@ impl Sim {
     fn check(&mut self) -> Result<(), TestCaseError> {
         prop_assert_eq!(self.p.a.state(), QpState::Rts);
         prop_assert_eq!(self.p.b.state(), QpState::Rts);
+        prop_assert!(self.p.a.send_queue_len() == 0 && self.p.b.send_queue_len() == 0);
+        if !self.opts.ecn {
+            prop_assert_eq!(self.p.a.counters().cnps_sent, 0);
+        }
         for on_a in [true, false] {
             // Send completions: signaled messages of this requester, in posting order.
             let want: Vec<WorkCompletion> = self
@@ -264,6 +366,8 @@ impl Sim {
                         Kind::Send | Kind::SendImm => WcOpcode::Send,
                         Kind::Write | Kind::WriteImm => WcOpcode::RdmaWrite,
                         Kind::Read => WcOpcode::RdmaRead,
+                        Kind::CmpSwap(_) => WcOpcode::CompSwap,
+                        Kind::FetchAdd => WcOpcode::FetchAdd,
                     };
                     ok_wc(i as u64, op, m.len, if on_a { QPN_A } else { QPN_B })
                 })
@@ -302,6 +406,33 @@ impl Sim {
         // Data: every destination byte equals the source and was written exactly once; the
         // slack after it was never written; sources were never written.
         for (i, m) in self.msgs.iter().enumerate() {
+            if m.kind.is_atomic() {
+                let initial = self.atomic_initial(i);
+                let (req, resp) = if m.from_a {
+                    (&self.p.mem_a, &self.p.mem_b)
+                } else {
+                    (&self.p.mem_b, &self.p.mem_a)
+                };
+                let (rk, tk) = (SRC_KEY + i as u32, DST_KEY + i as u32);
+                // The original value came back once.
+                prop_assert_eq!(req.u64_at(rk, addr(i)), initial, "atomic {} result", i);
+                prop_assert!(req.region(rk).writes.iter().all(|&c| c == 1));
+                // The target changed once (or, for a missed compare, not at all).
+                let (want, writes) = match m.kind {
+                    Kind::FetchAdd => (initial.wrapping_add(operand(i)), 1),
+                    Kind::CmpSwap(true) => (operand(i), 1),
+                    _ => (initial, 0),
+                };
+                prop_assert_eq!(resp.u64_at(tk, addr(i)), want, "atomic {} target", i);
+                let w = &resp.region(tk).writes;
+                prop_assert!(
+                    w[..8].iter().all(|&c| c == writes),
+                    "atomic {} executed once",
+                    i
+                );
+                prop_assert!(w[8..].iter().all(|&c| c == 0));
+                continue;
+            }
             let read = matches!(m.kind, Kind::Read);
             let src_is_a = m.from_a != read;
             let (src, dst) = if src_is_a {
@@ -338,12 +469,20 @@ proptest! {
         mtu in proptest::sample::select(Mtu::ALL.to_vec()),
         psn_ab in any::<u32>(),
         psn_ba in prop_oneof![any::<u32>(), Just(0xff_fff0u32)],
+        max_inflight in prop_oneof![3 => Just(MAX_UNACKED_PSNS), 1 => 1u32..=130],
+        ecn in proptest::bool::weighted(0.3),
     ) {
-        let mut sim = Sim::new(msgs, mtu, psn_ab, psn_ba);
-        for a in actions {
-            sim.step(a);
+        // The same messages and link behaviour, once per recovery mode.
+        for recovery in [Recovery::GoBackN, Recovery::Selective] {
+            let opts = Opts { recovery, max_inflight, ecn };
+            let mut sim = Sim::new(msgs.clone(), mtu, psn_ab, psn_ba, opts);
+            for a in actions.iter().copied() {
+                sim.step(a);
+            }
+            sim.finish();
+            sim.check().map_err(|e| {
+                TestCaseError::fail(std::format!("{recovery:?}, in-flight cap {max_inflight}, ECN {ecn}: {e}"))
+            })?;
         }
-        sim.finish();
-        sim.check()?;
     }
 }

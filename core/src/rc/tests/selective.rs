@@ -1,0 +1,388 @@
+//! Selective repeat against go-back-N on the same losses: what each resends, that data still
+//! lands exactly once, the self-placing WRITE_ONLY wire scheme, the ordering rule for splitting
+//! WRITEs, the in-flight cap, and when the mode may be chosen.
+
+use super::*;
+
+const KEY_A: u32 = 0xa4;
+const KEY_B: u32 = 0xb4;
+const BASE_A: u64 = 0x1_0000;
+const BASE_B: u64 = 0x90_0000;
+
+fn pair(recovery: Recovery, len: usize) -> Pair {
+    let mut p = Pair::new_in(recovery, Mtu::Mtu256, 100, 7000);
+    p.mem_a.add(KEY_A, BASE_A, len, Access::ALL, pattern(9));
+    p.mem_b.add(KEY_B, BASE_B, len, Access::ALL, |_| 0);
+    p
+}
+
+fn write(p: &mut Pair, wr_id: u64, off: u64, len: u32) {
+    p.a.post_send(send_wqe(
+        wr_id,
+        SendOpcode::RdmaWrite,
+        &[sge(BASE_A + off, len, KEY_A)],
+        BASE_B + off,
+        KEY_B,
+    ))
+    .unwrap();
+}
+
+/// Drops, among A→B packets, the first transmission of each PSN `pred` selects.
+fn drop_first_ab(
+    mut pred: impl FnMut(u32) -> bool,
+) -> impl FnMut(Dir, &TransportRepr, &[u8]) -> Fate {
+    let mut seen: Vec<u32> = Vec::new();
+    move |dir, h, _| {
+        let psn = h.bth.psn.value();
+        if dir == Dir::AtoB && !seen.contains(&psn) {
+            seen.push(psn);
+            if pred(psn) {
+                return Fate::Drop;
+            }
+        }
+        Fate::Deliver
+    }
+}
+
+/// Data arrived intact and every byte was written exactly once.
+fn assert_delivered_once(p: &Pair, len: usize) {
+    assert_eq!(
+        p.mem_b.bytes(KEY_B, BASE_B, len),
+        p.mem_a.bytes(KEY_A, BASE_A, len)
+    );
+    assert!(
+        p.mem_b
+            .write_counts(KEY_B, BASE_B, len)
+            .iter()
+            .all(|&c| c == 1),
+        "each byte written once"
+    );
+}
+
+#[test]
+fn one_lost_packet_is_resent_alone() {
+    let mut p = pair(Recovery::Selective, 2560);
+    write(&mut p, 1, 0, 2560);
+    let t0 = p.now;
+    p.run_with(10_000, drop_first_ab(|psn| psn == 102));
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+    );
+    assert_delivered_once(&p, 2560);
+    let (a, b) = (p.a.counters(), p.b.counters());
+    // 103..=109 placed out of order, one NAK for 102, only 102 resent; no timer.
+    assert_eq!(b.out_of_order_placed, 7);
+    assert_eq!(b.out_of_sequence_requests, 7);
+    assert_eq!(b.naks_sent.psn_sequence, 1);
+    assert_eq!(a.naks_received.psn_sequence, 1);
+    assert_eq!(a.retransmitted_packets, 1);
+    assert_eq!(a.timeouts, 0);
+    assert_eq!(p.now, t0);
+    // The MSN counts WRITE_ONLY messages: one per packet.
+    assert_eq!(p.b.msn(), 10);
+    // Wire: every packet an RDMA_WRITE_ONLY whose RETH places it.
+    let sent: Vec<&(Dir, TransportRepr, usize)> =
+        p.trace.iter().filter(|(d, _, _)| *d == Dir::AtoB).collect();
+    assert_eq!(sent.len(), 11);
+    for (i, (_, h, len)) in sent.into_iter().enumerate() {
+        {
+            assert_eq!(h.bth.opcode, Opcode::RcRdmaWriteOnly);
+            let k = h.bth.psn.distance_from(Psn::new(100)) as u64;
+            let reth = h.reth.unwrap();
+            assert_eq!(
+                (reth.va, reth.rkey, reth.dma_len),
+                (BASE_B + 256 * k, KEY_B, *len as u32)
+            );
+            // AckReq on the last packet, and on the resend (the 11th packet).
+            assert_eq!(h.bth.ack_req, k == 9 || i == 10, "psn {}", h.bth.psn);
+        }
+    }
+}
+
+/// A deterministic per-PSN loss pattern: about `percent` % of PSNs.
+fn lossy(percent: u32) -> impl FnMut(u32) -> bool {
+    move |psn| {
+        let mut x = psn.wrapping_mul(0x9e37_79b9) ^ 0x5bd1_e995;
+        x ^= x >> 15;
+        x = x.wrapping_mul(0x2c1b_3c6d);
+        x ^= x >> 12;
+        x % 100 < percent
+    }
+}
+
+#[test]
+fn random_loss_selective_resends_exactly_the_lost_packets() {
+    let len = 40 * 8 * 256;
+    let mut results = Vec::new();
+    for recovery in [Recovery::GoBackN, Recovery::Selective] {
+        let mut p = pair(recovery, len);
+        for i in 0..40u64 {
+            write(&mut p, i, i * 8 * 256, 8 * 256);
+        }
+        let mut dropped = 0u64;
+        let mut lose = lossy(5);
+        p.run_with(
+            100_000,
+            drop_first_ab(|psn| {
+                let d = lose(psn);
+                dropped += u64::from(d);
+                d
+            }),
+        );
+        assert_eq!(p.send_completions(Dir::AtoB).len(), 40, "{recovery:?}");
+        assert_delivered_once(&p, len);
+        let c = *p.a.counters();
+        std::println!(
+            "{recovery:?}: {} packets lost of 320, {} retransmitted, {} timeouts",
+            dropped,
+            c.retransmitted_packets,
+            c.timeouts
+        );
+        results.push((dropped, c.retransmitted_packets));
+    }
+    let (lost, gbn) = results[0];
+    let (lost_sr, sr) = results[1];
+    assert_eq!(lost, lost_sr, "same loss pattern");
+    assert!(lost >= 8, "the pattern loses packets ({lost})");
+    assert_eq!(sr, lost, "selective repeat resends each lost packet once");
+    assert!(gbn > 4 * sr, "go-back-N resends far more ({gbn} vs {sr})");
+}
+
+#[test]
+fn reordered_packet_costs_one_spurious_resend() {
+    // 102 arrives after 103. Go-back-N: B drops 103 and NAKs 102, then — 103 having been
+    // dropped — NAKs 103 on 104; A goes back twice (102..=109, then 103..=109: 15 packets,
+    // 8 of them duplicates at B). Selective: B keeps 103, A resends 102 alone (a duplicate).
+    for (recovery, resent, dups) in [(Recovery::GoBackN, 15, 8), (Recovery::Selective, 1, 1)] {
+        let mut p = pair(recovery, 2560);
+        write(&mut p, 1, 0, 2560);
+        while p.transmit(Dir::AtoB) {}
+        p.a_to_b.swap(2, 3);
+        p.run();
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+        );
+        assert_delivered_once(&p, 2560);
+        assert_eq!(p.a.counters().retransmitted_packets, resent, "{recovery:?}");
+        assert_eq!(p.b.counters().duplicate_requests, dups, "{recovery:?}");
+        assert_eq!(p.a.counters().timeouts, 0);
+    }
+}
+
+#[test]
+fn tail_losses_recover_after_one_timeout() {
+    // The last 3 packets are lost: nothing follows them, so only the timer notices.
+    // Go-back-N resends all 10; selective repeat resends the oldest unacknowledged packet
+    // (a duplicate that fetches the ACK point), then each packet at the new ACK point.
+    for (recovery, resent) in [(Recovery::GoBackN, 10), (Recovery::Selective, 4)] {
+        let mut p = pair(recovery, 2560);
+        write(&mut p, 1, 0, 2560);
+        let t0 = p.now;
+        p.run_with(10_000, drop_first_ab(|psn| psn >= 107));
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+        );
+        assert_delivered_once(&p, 2560);
+        let a = p.a.counters();
+        assert_eq!(a.timeouts, 1, "{recovery:?}");
+        assert_eq!(a.retransmitted_packets, resent, "{recovery:?}");
+        assert_eq!(p.now.0 - t0.0, ack_timeout_ns(10).unwrap());
+    }
+}
+
+#[test]
+fn sends_after_a_hole_are_resent_writes_are_not() {
+    // Selective: B NAKs 100 on the first out-of-order packet, then 101 and 102 as the resent
+    // SENDs fill the holes one by one (held WRITEs lie beyond); A ignores the last two, having
+    // resent those PSNs already.
+    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 4, 3)] {
+        let mut p = pair(recovery, 4096);
+        p.b.post_recv(recv_wqe(50, &[sge(BASE_B + 2048, 1024, KEY_B)]))
+            .unwrap();
+        p.b.post_recv(recv_wqe(51, &[sge(BASE_B + 3072, 1024, KEY_B)]))
+            .unwrap();
+        // PSN 100..=102 SEND, 103..=106 WRITE, 107 SEND.
+        p.a.post_send(send_wqe(
+            1,
+            SendOpcode::Send,
+            &[sge(BASE_A + 2048, 700, KEY_A)],
+            0,
+            0,
+        ))
+        .unwrap();
+        write(&mut p, 2, 0, 1024);
+        p.a.post_send(send_wqe(
+            3,
+            SendOpcode::Send,
+            &[sge(BASE_A + 3072, 100, KEY_A)],
+            0,
+            0,
+        ))
+        .unwrap();
+        let t0 = p.now;
+        p.run_with(10_000, drop_first_ab(|psn| psn == 100));
+        // One round of resends, no timer.
+        assert_eq!(p.now, t0, "{recovery:?}");
+        assert_eq!(p.a.counters().timeouts, 0);
+        assert_eq!(
+            p.a.counters().naks_received.psn_sequence,
+            naks,
+            "{recovery:?}"
+        );
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [
+                ok_wc(1, WcOpcode::Send, 700, QPN_A),
+                ok_wc(2, WcOpcode::RdmaWrite, 1024, QPN_A),
+                ok_wc(3, WcOpcode::Send, 100, QPN_A)
+            ]
+        );
+        let recvs = p.recv_completions(Dir::BtoA);
+        assert_eq!(
+            recvs
+                .iter()
+                .map(|w| (w.wr_id, w.byte_len))
+                .collect::<Vec<_>>(),
+            [(50, 700), (51, 100)]
+        );
+        assert_eq!(
+            p.mem_b.bytes(KEY_B, BASE_B + 2048, 700),
+            p.mem_a.bytes(KEY_A, BASE_A + 2048, 700)
+        );
+        assert_eq!(
+            p.mem_b.bytes(KEY_B, BASE_B + 3072, 100),
+            p.mem_a.bytes(KEY_A, BASE_A + 3072, 100)
+        );
+        assert_delivered_once(&p, 1024);
+        assert_eq!(p.a.counters().retransmitted_packets, resent, "{recovery:?}");
+        if recovery == Recovery::Selective {
+            assert_eq!(p.b.counters().out_of_order_placed, 4);
+            // Resent: the SEND packets 100..=102 and 107, not the WRITE.
+            let resent_psns: Vec<u32> = p
+                .trace
+                .iter()
+                .filter(|(d, _, _)| *d == Dir::AtoB)
+                .map(|(_, h, _)| h.bth.psn.value())
+                .skip(8)
+                .collect();
+            assert_eq!(resent_psns, [100, 101, 102, 107]);
+        }
+    }
+}
+
+#[test]
+fn writes_are_split_only_when_early_placement_is_safe() {
+    let mut p = pair(Recovery::Selective, 8192);
+    // 1: disjoint WRITE first → split. 2: WRITE overlapping 1 → not split.
+    // 3: READ. 4: WRITE after the READ → not split.
+    write(&mut p, 1, 0, 512);
+    write(&mut p, 2, 256, 512);
+    p.a.post_send(send_wqe(
+        3,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A + 4096, 512, KEY_A)],
+        BASE_B + 6000,
+        KEY_B,
+    ))
+    .unwrap();
+    write(&mut p, 4, 2048, 512);
+    p.run();
+    assert_eq!(p.send_completions(Dir::AtoB).len(), 4);
+    let ops: Vec<Opcode> = p
+        .trace
+        .iter()
+        .filter(|(d, _, _)| *d == Dir::AtoB)
+        .map(|(_, h, _)| h.bth.opcode)
+        .collect();
+    use Opcode::*;
+    assert_eq!(
+        ops,
+        [
+            RcRdmaWriteOnly,
+            RcRdmaWriteOnly,
+            RcRdmaWriteFirst,
+            RcRdmaWriteLast,
+            RcRdmaReadRequest,
+            RcRdmaWriteFirst,
+            RcRdmaWriteLast
+        ]
+    );
+    // Later WRITE wins where they overlap.
+    assert_eq!(
+        p.mem_b.bytes(KEY_B, BASE_B + 256, 512),
+        p.mem_a.bytes(KEY_A, BASE_A + 256, 512)
+    );
+    // Go-back-N never splits.
+    let mut g = pair(Recovery::GoBackN, 8192);
+    write(&mut g, 1, 0, 512);
+    g.run();
+    assert_eq!(g.count(Dir::AtoB, RcRdmaWriteFirst), 1);
+}
+
+#[test]
+fn in_flight_cap_bounds_unacknowledged_psns() {
+    for recovery in [Recovery::GoBackN, Recovery::Selective] {
+        let mut p = pair(recovery, 20 * 256);
+        p.a.set_max_inflight(8);
+        assert_eq!(p.a.max_inflight(), 8);
+        write(&mut p, 1, 0, 20 * 256);
+        while p.transmit(Dir::AtoB) {}
+        assert_eq!(p.a_to_b.len(), 8, "{recovery:?}");
+        assert_eq!(p.a.sq_psn().distance_from(p.a.comp_psn()), 8);
+        p.run();
+        assert_delivered_once(&p, 20 * 256);
+    }
+    let mut q = Qp::new(rtr(1, 2, Mtu::Mtu256, 0));
+    q.set_max_inflight(0);
+    assert_eq!(q.max_inflight(), 1);
+    q.set_max_inflight(1000);
+    assert_eq!(q.max_inflight(), SR_WINDOW);
+    assert_eq!(SR_WINDOW, MAX_UNACKED_PSNS);
+}
+
+#[test]
+fn recovery_is_chosen_in_rtr_before_traffic() {
+    let mut q = Qp::new(rtr(1, 2, Mtu::Mtu256, 0));
+    assert_eq!(q.recovery(), Recovery::GoBackN);
+    assert!(q.set_recovery(Recovery::Selective));
+    assert_eq!(q.recovery(), Recovery::Selective);
+    q.to_rts(rts(0));
+    assert!(!q.set_recovery(Recovery::GoBackN));
+    assert_eq!(q.recovery(), Recovery::Selective);
+    // A packet already arrived in RTR: too late as well.
+    let mut r = Qp::new(rtr(1, 2, Mtu::Mtu256, 0));
+    let hdr = crate::wire::CnpRepr::new(99).to_transport();
+    r.handle_packet(Instant(0), &hdr, &[], &mut TestMem::default());
+    assert!(!r.set_recovery(Recovery::Selective));
+}
+
+#[test]
+fn out_of_order_write_with_bad_rkey_is_not_placed() {
+    // A later packet of a WRITE to a region B does not have: not placed out of order, but
+    // judged in sequence (NAK remote access error), nothing written.
+    let mut p = pair(Recovery::Selective, 2560);
+    write(&mut p, 1, 0, 512);
+    p.a.post_send(send_wqe(
+        2,
+        SendOpcode::RdmaWrite,
+        &[sge(BASE_A + 1024, 512, KEY_A)],
+        BASE_B + 1024,
+        KEY_B + 1,
+    ))
+    .unwrap();
+    p.run_with(10_000, drop_first_ab(|psn| psn == 101));
+    assert_eq!(p.b.counters().out_of_order_placed, 0);
+    let wcs = p.send_completions(Dir::AtoB);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [(1, WcStatus::Success), (2, WcStatus::RemAccessErr)]
+    );
+    assert!(p
+        .mem_b
+        .write_counts(KEY_B, BASE_B + 512, 2048)
+        .iter()
+        .all(|&c| c == 0));
+}
