@@ -12,6 +12,8 @@ pub mod bench;
 pub mod capture;
 pub mod cli;
 pub mod error;
+pub mod framing;
+pub mod mesh;
 pub mod soft;
 pub mod topo;
 pub mod verbs;

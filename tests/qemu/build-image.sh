@@ -27,12 +27,17 @@ for tool in debootstrap depmod modprobe cpio zstd apt-cache apt-get dpkg flock; 
 done
 [ "$(id -u)" = 0 ] || { echo "build-image: must run as root (debootstrap)" >&2; exit 2; }
 
-KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
+# Work trees of a build that was killed are useless.
+rm -rf "$CACHE"/work-*
+
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}' || true)
 [ -n "$KPKG" ] || { echo "build-image: cannot resolve the kernel of linux-image-amd64 (run apt-get update)" >&2; exit 2; }
 KVER=${KPKG#linux-image-}
-mkdir -p "$CACHE"
 PKGS="rdma-core ibverbs-providers ibverbs-utils perftest iproute2 kmod"
-ver() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/{print $2; exit}'; }
+ver() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/{print $2; exit}' || true; }
 {
   echo "kernel $KPKG $(ver "$KPKG")"
   for p in $PKGS; do echo "$p $(ver "$p")"; done
@@ -41,9 +46,6 @@ ver() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/{print $2; exit}'; 
 KEY=$(sha256sum "$CACHE/versions.tmp" | cut -c1-16)
 IMG=$CACHE/img-$KEY
 mv "$CACHE/versions.tmp" "$CACHE/versions-$KEY.txt"
-
-exec 9>"$CACHE/.lock"
-flock 9
 if [ -f "$IMG/done" ]; then
   t "cached image $IMG"
   echo "$IMG"
@@ -98,6 +100,8 @@ rm -rf "$IMG"
 mv "$W/out" "$IMG"
 rm -rf "$W"
 # keep only the newest image
-for d in "$CACHE"/img-*; do [ "$d" = "$IMG" ] || rm -rf "$d"; done
+for d in "$CACHE"/img-* "$CACHE"/versions-*.txt; do
+  case "$d" in "$IMG" | "$CACHE/versions-$KEY.txt") ;; *) rm -rf "$d" ;; esac
+done
 t "image $IMG: initrd $(du -h "$IMG/initrd.cpio.zst" | cut -f1), vmlinuz $(du -h "$IMG/vmlinuz" | cut -f1)"
 echo "$IMG"

@@ -171,3 +171,121 @@ pub fn assert_ok(out: &Output, what: &str) -> String {
     );
     stdout
 }
+
+/// Network namespaces joined by veth links, for tests that need a real multi-node topology on
+/// one machine (root). Namespace names carry the test name and this process id, so tests run
+/// in parallel; every address lives inside the namespaces. On drop, the processes running in
+/// the namespaces (the test's own endpoints) are killed by pid and the namespaces deleted, also
+/// when the test failed.
+pub struct NetnsFabric {
+    names: Vec<String>,
+}
+
+impl NetnsFabric {
+    /// `true` when namespaces can be made here (root and iproute2); skips or fails per
+    /// [`need`] otherwise.
+    pub fn available() -> bool {
+        need(
+            is_root() && have("ip", &["-V"]),
+            "root and iproute2 (ip netns) for network namespaces",
+        )
+    }
+
+    /// Creates `count` namespaces named `rdm-<test>-<pid>-<i>`, each with `lo` up.
+    pub fn new(test: &str, count: usize) -> NetnsFabric {
+        let mut f = NetnsFabric { names: Vec::new() };
+        for i in 0..count {
+            let name = format!("rdm-{test}-{}-{i}", std::process::id());
+            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+            let out = Command::new("ip")
+                .args(["netns", "add", &name])
+                .output()
+                .expect("running ip (install iproute2)");
+            assert!(
+                out.status.success(),
+                "ip netns add {name} (needs root): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            f.names.push(name);
+            f.exec(i, &["ip", "link", "set", "lo", "up"]);
+        }
+        f
+    }
+
+    /// The name of namespace `i`.
+    pub fn ns(&self, i: usize) -> &str {
+        &self.names[i]
+    }
+
+    /// Runs `args` inside namespace `i` and asserts success; returns stdout.
+    pub fn exec(&self, i: usize, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.names[i]])
+            .args(args)
+            .output()
+            .expect("running ip netns exec");
+        assert!(
+            out.status.success(),
+            "ip netns exec {} {args:?}: {}",
+            self.names[i],
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A veth link from namespace `a` (interface `a_if`, address `a_cidr`) to namespace `b`
+    /// (`b_if`, `b_cidr`), both ends up with MTU `mtu`. The pair is created inside `a` with its
+    /// peer placed directly in `b`, so no name is ever used outside the namespaces.
+    #[allow(clippy::too_many_arguments)]
+    pub fn link(
+        &self,
+        a: usize,
+        a_if: &str,
+        a_cidr: &str,
+        b: usize,
+        b_if: &str,
+        b_cidr: &str,
+        mtu: u32,
+    ) {
+        let mtu = mtu.to_string();
+        self.exec(
+            a,
+            &[
+                "ip", "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns",
+                &self.names[b],
+            ],
+        );
+        for (ns, ifn, cidr) in [(a, a_if, a_cidr), (b, b_if, b_cidr)] {
+            self.exec(ns, &["ip", "link", "set", ifn, "mtu", &mtu]);
+            self.exec(ns, &["ip", "addr", "add", cidr, "dev", ifn]);
+            self.exec(ns, &["ip", "link", "set", ifn, "up"]);
+        }
+    }
+
+    /// Sets interface `ifn` of namespace `i` up or down.
+    pub fn set_link(&self, i: usize, ifn: &str, up: bool) {
+        self.exec(i, &["ip", "link", "set", ifn, if up { "up" } else { "down" }]);
+    }
+
+    /// A command that runs `program` inside namespace `i`.
+    pub fn command(&self, i: usize, program: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.names[i]]).arg(program);
+        c
+    }
+}
+
+impl Drop for NetnsFabric {
+    fn drop(&mut self) {
+        for name in &self.names {
+            if let Ok(out) = Command::new("ip").args(["netns", "pids", name]).output() {
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    if pid.chars().all(|c| c.is_ascii_digit()) {
+                        let _ = Command::new("kill").args(["-9", pid]).status();
+                    }
+                }
+            }
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}

@@ -33,6 +33,11 @@ pub struct DeviceChoice {
     pub capture: Option<Arc<Capture>>,
     /// Record received packets too.
     pub capture_received: bool,
+    /// Receive through a raw socket and verify ICRCs over the real IPv4 header
+    /// (`SoftConfig::raw_receive`; needed for peers such as rxe; root or CAP_NET_RAW).
+    pub raw_receive: bool,
+    /// Test fault: corrupt the ICRC of this sent packet (1-based; `SoftConfig::corrupt_tx_icrc`).
+    pub corrupt_tx_icrc: Option<u64>,
 }
 
 /// A benchmark end.
@@ -55,6 +60,8 @@ impl Endpoint {
         let mut cfg = SoftConfig::new(choice.addr);
         cfg.capture = choice.capture.clone();
         cfg.capture_received = choice.capture_received;
+        cfg.raw_receive = choice.raw_receive;
+        cfg.corrupt_tx_icrc = choice.corrupt_tx_icrc;
         let device = match choice.udp_port {
             Some(p) => {
                 cfg.udp_port = p;
@@ -128,8 +135,19 @@ impl Endpoint {
         }
     }
 
-    /// Moves the QP through RTR and RTS towards `peer` with path MTU `mtu`.
+    /// Moves the QP through RTR and RTS towards `peer` with path MTU `mtu` (16 READs
+    /// outstanding each way).
+    ///
+    /// Errors: as [`QueuePair::modify`].
     pub fn connect(&self, peer: &QpInfo, mtu: Mtu) -> Result<()> {
+        self.connect_with(peer, mtu, 16)
+    }
+
+    /// As [`connect`](Self::connect), with at most `max_rd_atomic` RDMA READs outstanding as
+    /// initiator (the peer's responder resources); this end accepts 16.
+    ///
+    /// Errors: as [`QueuePair::modify`].
+    pub fn connect_with(&self, peer: &QpInfo, mtu: Mtu, max_rd_atomic: u8) -> Result<()> {
         self.qp.modify(&QpAttr {
             qp_state: Some(QpState::Rtr),
             ah_attr: Some(AhAttr {
@@ -149,7 +167,7 @@ impl Endpoint {
             timeout: Some(14),
             retry_cnt: Some(7),
             rnr_retry: Some(7),
-            max_rd_atomic: Some(16),
+            max_rd_atomic: Some(max_rd_atomic),
             ..Default::default()
         })?;
         tracing::info!(qpn = format_args!("{:#08x}", self.qp.qp_num()), peer_qpn = format_args!("{:#08x}", peer.qpn), peer = %peer.gid, mtu = mtu.bytes(), "connected");

@@ -3,6 +3,8 @@
 pub mod endpoint;
 pub mod oob;
 pub mod pattern;
+pub mod perftest;
+pub mod perftest_oob;
 pub mod run;
 pub mod stats;
 pub mod udp_reference;

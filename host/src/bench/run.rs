@@ -76,6 +76,13 @@ pub struct BenchOptions {
     pub timeout: Duration,
     /// Also measure plain UDP in the same run (loopback only) and print the ratio.
     pub compare_udp: bool,
+    /// Speak perftest's out-of-band exchange instead of rdmesh's (the peer is ib_write_bw,
+    /// ib_send_bw, ib_read_bw or ib_write_lat); see [`crate::bench::perftest`].
+    pub perftest_compat: bool,
+    /// Receive through a raw socket that shows the real IPv4 header (`SoftConfig::raw_receive`).
+    pub raw_rx: bool,
+    /// Test fault: corrupt the ICRC of this sent packet (1-based).
+    pub corrupt_tx_icrc: Option<u64>,
 }
 
 /// Bytes of buffer the client asks for per side.
@@ -124,6 +131,9 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
         Some(p) => Some(Capture::create(p)?),
         None => None,
     };
+    if opts.perftest_compat {
+        return crate::bench::perftest::run(opts, capture);
+    }
     if opts.loopback {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
@@ -137,12 +147,16 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             udp_port: None,
             capture: capture.clone(),
             capture_received: false,
+            raw_receive: false,
+            corrupt_tx_icrc: None,
         };
         let client_choice = DeviceChoice {
             addr: lo,
             udp_port: Some(opts.udp_port.unwrap_or(0)),
             capture: capture.clone(),
             capture_received: false,
+            raw_receive: false,
+            corrupt_tx_icrc: opts.corrupt_tx_icrc,
         };
         let sopts = opts.clone();
         let server = std::thread::Builder::new()
@@ -188,6 +202,8 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             udp_port: opts.udp_port,
             capture,
             capture_received: true,
+            raw_receive: opts.raw_rx,
+            corrupt_tx_icrc: opts.corrupt_tx_icrc,
         };
         client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     } else {
@@ -217,6 +233,8 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             udp_port: opts.udp_port,
             capture,
             capture_received: true,
+            raw_receive: opts.raw_rx,
+            corrupt_tx_icrc: opts.corrupt_tx_icrc,
         };
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
@@ -224,7 +242,9 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
 }
 
 /// The local address the kernel would use to reach `dst`.
-fn route_source(dst: IpAddr) -> Result<IpAddr> {
+///
+/// Errors: [`Error::Io`] when there is no route.
+pub(crate) fn route_source(dst: IpAddr) -> Result<IpAddr> {
     let any: SocketAddr = if dst.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     } else {

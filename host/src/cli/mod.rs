@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod mlx5;
 pub mod pcap;
+pub mod pingpong;
 pub mod topo;
 
 /// rdmesh: userspace RDMA (RoCEv2) driver and transport.
@@ -39,6 +40,8 @@ pub enum Command {
     Devices,
     /// RDMA device ports: netdev, addresses, GID index, MTU, speed, PCIe link and ceiling.
     Topo(topo::TopoArgs),
+    /// RC SEND ping-pong compatible with rdma-core's ibv_rc_pingpong (client or server).
+    Pingpong(pingpong::PingpongArgs),
     /// Encode and decode mlx5 WQEs and CQEs (debugging queues, conformance with rdma-core).
     Mlx5(mlx5::Mlx5Args),
 }
@@ -109,6 +112,20 @@ pub struct BenchArgs {
     /// With --loopback: also measure plain UDP in the same run and print the ratio.
     #[arg(long)]
     pub compare_udp: bool,
+    /// Talk to perftest (ib_write_bw, ib_send_bw, ib_read_bw, ib_write_lat with --lat) with
+    /// its own out-of-band exchange, as client or server. Implies --raw-rx.
+    #[arg(long)]
+    pub perftest_compat: bool,
+    /// Receive through a raw socket and verify each ICRC over the real IPv4 header (peers such
+    /// as rxe put a non-zero IP ID on their packets). Needs root or CAP_NET_RAW.
+    #[arg(long)]
+    pub raw_rx: bool,
+    /// With --perftest-compat: receive through the UDP socket instead (rdmesh-style peers only).
+    #[arg(long, conflicts_with = "raw_rx")]
+    pub no_raw_rx: bool,
+    /// Test fault: send the N-th packet (1-based) with a corrupted ICRC.
+    #[arg(long, hide = true)]
+    pub corrupt_icrc_packet: Option<u64>,
 }
 
 /// Parses `4096`, `64K`, `1M` (binary multiples).
@@ -178,6 +195,9 @@ impl BenchArgs {
             mtu: self.mtu,
             timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
             compare_udp: self.compare_udp,
+            perftest_compat: self.perftest_compat,
+            raw_rx: self.raw_rx || (self.perftest_compat && !self.no_raw_rx),
+            corrupt_tx_icrc: self.corrupt_icrc_packet,
         })
     }
 }
@@ -190,6 +210,7 @@ pub fn run(cli: Cli) -> Result<()> {
             command: PcapCommand::Decode { file, json },
         } => pcap::decode(&file, json, &mut std::io::stdout().lock()),
         Command::Topo(args) => topo::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
         Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {

@@ -232,7 +232,10 @@ impl SoftDevice {
             let raw = RawReceiver::open(&info.name, local, POLL_INTERVAL)?;
             // The UDP socket only owns the port (no ICMP port unreachable to the peer); a
             // filter that accepts nothing keeps the kernel from queueing a second copy there.
-            setopt(raw_rx::drop_all(&sock), "SO_ATTACH_FILTER on the UDP socket")?;
+            setopt(
+                raw_rx::drop_all(&sock),
+                "SO_ATTACH_FILTER on the UDP socket",
+            )?;
             let _ = sock.set_recv_buffer_size(4096);
             Receiver::Raw(raw)
         } else {
@@ -528,7 +531,10 @@ impl SoftDevice {
             Err(Skip::Malformed) => {
                 bump(&self.counters.rx_packets);
                 bump(&self.counters.malformed);
-                tracing::debug!(bytes = datagram.len(), "IPv4 options or a fragment on a RoCEv2 datagram: dropped");
+                tracing::debug!(
+                    bytes = datagram.len(),
+                    "IPv4 options or a fragment on a RoCEv2 datagram: dropped"
+                );
                 return;
             }
         };

@@ -1,0 +1,384 @@
+//! Connections of the mesh transport, as NCCL's net API sees them: a [`SendComm`] (what
+//! `connect` returns) and a [`RecvComm`] (what `accept` returns), one direction each, with
+//! non-blocking `isend`/`irecv` that return a request (or "not now") and requests that are
+//! polled with `test`.
+//!
+//! A connection is the rails of its first hop ([`RailSet`]) and the tagged-messaging state
+//! ([`Tagged`]). It makes progress whenever the application calls in, and on the node's
+//! progress thread otherwise. Dropping a comm sends CLOSE to the peer (the progress thread
+//! flushes it for up to 2 s).
+
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::mesh::buffer::Buffer;
+use crate::mesh::error::{MeshError, Result};
+use crate::mesh::frame::{text_frame, FrameKind};
+use crate::mesh::progress::{Pump, PumpState};
+use crate::mesh::rail::FrameBody;
+use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
+use crate::mesh::tagged::{RecvBuf, Tagged};
+
+/// How long a closing connection may take to flush its CLOSE frame.
+const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+
+/// One link of a connection's first hop.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RouteLink {
+    /// Local netdev.
+    pub netdev: String,
+    /// Local address.
+    pub local: IpAddr,
+    /// The next hop's address.
+    pub remote: IpAddr,
+    /// The rail's weight, Gb/s.
+    pub gbps: f64,
+}
+
+/// Where a connection goes: the peer, the relays in between, and the rails of the first hop.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Route {
+    /// The peer node id (hex).
+    pub peer: String,
+    /// Relay node ids (hex), in order; empty for a direct connection.
+    pub via: Vec<String>,
+    /// The rails of the first hop.
+    pub links: Vec<RouteLink>,
+}
+
+impl fmt::Display for Route {
+    /// `direct over 2 rails: veth0 10.0.0.1 -> 10.0.0.2 (30 Gb/s), …` or
+    /// `via relay 0123… over 1 rail: …`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.via.is_empty() {
+            write!(f, "direct")?;
+        } else {
+            write!(f, "via relay {}", self.via.join(" -> "))?;
+        }
+        write!(
+            f,
+            " over {} rail{}: ",
+            self.links.len(),
+            if self.links.len() == 1 { "" } else { "s" }
+        )?;
+        for (i, l) in self.links.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(
+                f,
+                "{} {} -> {} ({} Gb/s)",
+                l.netdev, l.local, l.remote, l.gbps
+            )?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) struct Conn {
+    rails: RailSet,
+    tagged: Tagged,
+    closing: Option<Instant>,
+    keepalive: Duration,
+}
+
+impl Conn {
+    fn live_weights(&self) -> Vec<(usize, f64)> {
+        self.rails
+            .live()
+            .into_iter()
+            .map(|i| (i, self.rails.rails()[i].gbps()))
+            .collect()
+    }
+
+    fn flush_outbox(&mut self) -> bool {
+        let out = self.tagged.take_outbox();
+        let any = !out.is_empty();
+        for (rail, token, body) in out {
+            self.rails.push(rail, token, body);
+        }
+        any
+    }
+
+    /// One round of progress; returns whether anything happened.
+    fn progress(&mut self) -> bool {
+        let mut any = self.rails.pump();
+        for t in self.rails.take_done() {
+            self.tagged.on_sent(t);
+        }
+        self.tagged.set_live_rails(self.live_weights());
+        let tagged = &mut self.tagged;
+        any |= self.rails.poll_frames(|_, bytes| {
+            tagged.on_frame(bytes);
+            Consumed::Yes
+        });
+        if let Some(e) = self.rails.failure() {
+            self.tagged.fail(e);
+        }
+        if self.flush_outbox() {
+            any = true;
+            self.rails.pump();
+            for t in self.rails.take_done() {
+                self.tagged.on_sent(t);
+            }
+        }
+        if self.tagged.waiting() || self.rails.has_queued() {
+            self.rails.keepalive(self.keepalive);
+        }
+        any
+    }
+}
+
+/// The shared state of one connection end.
+pub(crate) struct ConnShared {
+    core: Mutex<Conn>,
+    route: Route,
+}
+
+impl ConnShared {
+    pub(crate) fn new(
+        rails: RailSet,
+        route: Route,
+        peer_label: String,
+        max_requests: usize,
+        stripe_min: usize,
+        keepalive: Duration,
+    ) -> Arc<ConnShared> {
+        Arc::new(ConnShared {
+            core: Mutex::new(Conn {
+                rails,
+                tagged: Tagged::new(peer_label, max_requests, stripe_min),
+                closing: None,
+                keepalive,
+            }),
+            route,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Conn> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn close(&self, why: &str) {
+        let mut c = self.lock();
+        if c.closing.is_some() {
+            return;
+        }
+        c.closing = Some(Instant::now());
+        c.rails.push(
+            None,
+            NO_TOKEN,
+            FrameBody::Bytes(text_frame(FrameKind::Close, 0, why)),
+        );
+        c.progress();
+    }
+}
+
+impl Pump for ConnShared {
+    fn pump(&self) -> PumpState {
+        // The application holds the lock: it is making progress itself.
+        let Ok(mut c) = self.core.try_lock() else {
+            return PumpState::Busy;
+        };
+        let busy = c.progress();
+        if let Some(t) = c.closing {
+            if !c.rails.busy() || t.elapsed() > CLOSE_FLUSH || c.rails.failure().is_some() {
+                return PumpState::Finished;
+            }
+        }
+        if busy {
+            PumpState::Busy
+        } else {
+            PumpState::Idle
+        }
+    }
+}
+
+fn wait_until<T>(
+    timeout: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        if start.elapsed() > timeout {
+            return Err(MeshError::Request(format!(
+                "{what} did not complete within {timeout:?}"
+            )));
+        }
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+/// The sending end of a connection (NCCL's `sendComm`).
+pub struct SendComm {
+    shared: Arc<ConnShared>,
+}
+
+impl fmt::Debug for SendComm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SendComm({})", self.shared.route)
+    }
+}
+
+impl SendComm {
+    pub(crate) fn new(shared: Arc<ConnShared>) -> SendComm {
+        SendComm { shared }
+    }
+
+    /// Starts sending `len` bytes of `buf` from `offset` with `tag` (NCCL's `isend`).
+    /// `Ok(None)`: the connection has its maximum of requests in flight (at least 32); call
+    /// again later. The bytes are read from `buf` while the request is in flight.
+    ///
+    /// Errors: the connection's failure ([`MeshError::LinkDown`] naming the link,
+    /// [`MeshError::Closed`]); [`MeshError::Request`] for a range outside `buf`.
+    pub fn isend(
+        &self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+    ) -> Result<Option<SendRequest>> {
+        let mut c = self.shared.lock();
+        let lw = c.live_weights();
+        c.tagged.set_live_rails(lw);
+        let id = c.tagged.isend(buf, offset, len, tag)?;
+        c.progress();
+        Ok(id.map(|id| SendRequest {
+            shared: self.shared.clone(),
+            id,
+        }))
+    }
+
+    /// The route of the connection.
+    pub fn route(&self) -> &Route {
+        &self.shared.route
+    }
+}
+
+impl Drop for SendComm {
+    fn drop(&mut self) {
+        self.shared.close("send side closed");
+    }
+}
+
+/// An `isend` in flight.
+pub struct SendRequest {
+    shared: Arc<ConnShared>,
+    id: u64,
+}
+
+impl fmt::Debug for SendRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SendRequest({})", self.id)
+    }
+}
+
+impl SendRequest {
+    /// NCCL's `test`: `Ok(Some(size))` once every byte was handed to the next hop (the buffer
+    /// may be reused), `Ok(None)` before. After `Some` or an error the request is gone; testing
+    /// it again is an error.
+    ///
+    /// Errors: [`MeshError::Truncated`] (the matching receive is smaller, both sizes named),
+    /// [`MeshError::TagMismatch`], the connection's failure.
+    pub fn test(&self) -> Result<Option<usize>> {
+        let mut c = self.shared.lock();
+        c.progress();
+        c.tagged.test_send(self.id)
+    }
+
+    /// Calls [`SendRequest::test`] until it completes or `timeout` passes.
+    ///
+    /// Errors: those of `test`; [`MeshError::Request`] on timeout.
+    pub fn wait(&self, timeout: Duration) -> Result<usize> {
+        wait_until(timeout, "send", || self.test())
+    }
+}
+
+/// The receiving end of a connection (NCCL's `recvComm`).
+pub struct RecvComm {
+    shared: Arc<ConnShared>,
+}
+
+impl fmt::Debug for RecvComm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecvComm({})", self.shared.route)
+    }
+}
+
+impl RecvComm {
+    pub(crate) fn new(shared: Arc<ConnShared>) -> RecvComm {
+        RecvComm { shared }
+    }
+
+    /// Posts a receive into 1 to 8 buffers (NCCL's `irecv`; several buffers make a grouped
+    /// receive whose sends are told apart by tag). `Ok(None)`: the maximum of requests is in
+    /// flight; call again later.
+    ///
+    /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
+    /// or a range outside a buffer.
+    pub fn irecv(&self, bufs: &[RecvBuf]) -> Result<Option<RecvRequest>> {
+        let mut c = self.shared.lock();
+        let seq = c.tagged.irecv(bufs)?;
+        c.progress();
+        Ok(seq.map(|id| RecvRequest {
+            shared: self.shared.clone(),
+            id,
+        }))
+    }
+
+    /// The route of the connection (the first hop from this end toward the sender).
+    pub fn route(&self) -> &Route {
+        &self.shared.route
+    }
+}
+
+impl Drop for RecvComm {
+    fn drop(&mut self) {
+        self.shared.close("receive side closed");
+    }
+}
+
+/// An `irecv` in flight.
+pub struct RecvRequest {
+    shared: Arc<ConnShared>,
+    id: u64,
+}
+
+impl fmt::Debug for RecvRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecvRequest({})", self.id)
+    }
+}
+
+impl RecvRequest {
+    /// NCCL's `test`: `Ok(Some(sizes))` with the actual size of the send that filled each
+    /// buffer, once all are filled; `Ok(None)` before. After `Some` or an error the request is
+    /// gone.
+    ///
+    /// Errors: [`MeshError::Truncated`] (a send larger than its buffer, both sizes named), the
+    /// connection's failure ([`MeshError::LinkDown`], [`MeshError::Closed`]).
+    pub fn test(&self) -> Result<Option<Vec<usize>>> {
+        let mut c = self.shared.lock();
+        c.progress();
+        c.tagged.test_recv(self.id)
+    }
+
+    /// Calls [`RecvRequest::test`] until it completes or `timeout` passes.
+    ///
+    /// Errors: those of `test`; [`MeshError::Request`] on timeout.
+    pub fn wait(&self, timeout: Duration) -> Result<Vec<usize>> {
+        wait_until(timeout, "receive", || self.test())
+    }
+}

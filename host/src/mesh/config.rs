@@ -1,0 +1,181 @@
+//! Configuration of a mesh node, from code or from `RDMESH_*` environment variables.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `RDMESH_HCA` | all | device selection, NCCL's `^=name:port` syntax ([`crate::mesh::select`]) |
+//! | `RDMESH_AUTH_KEY` | none | shared secret; peers that cannot prove they hold it are refused |
+//! | `RDMESH_RELAY` | 1 | 0: neither relay for others nor route through relays |
+//! | `RDMESH_MAX_HOPS` | 4 | most links on a relayed path |
+//! | `RDMESH_MESH_PORT` | 0 | handshake TCP port (0: ephemeral; it travels in the handle) |
+//! | `RDMESH_MESH_TIMEOUT_MS` | 10000 | handshake timeout, ms |
+//! | `RDMESH_STRIPE_MIN` | 65536 | messages of at least this many bytes are striped over all rails |
+//! | `RDMESH_RAIL_GBPS` | from the NIC | `netdev=Gb/s,...`: NIC ceilings (striping weights) |
+//! | `RDMESH_IB_TIMEOUT` | 14 | QP local ACK timeout code, 4.096 µs · 2^n (14 ≈ 67 ms) |
+//! | `RDMESH_IB_RETRY_CNT` | 3 | QP transport retries before a link is declared down |
+//! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
+
+use std::time::Duration;
+
+use crate::mesh::auth::AuthKey;
+use crate::mesh::error::{MeshError, Result};
+use crate::mesh::nic::{parse_gbps_overrides, NicSpec, RAIL_GBPS_ENV};
+use crate::mesh::rail::QpTiming;
+use crate::mesh::select::HcaFilter;
+use crate::topo::DiscoverOptions;
+
+/// How a mesh node runs (see the module docs for the environment variables).
+#[derive(Debug, Clone)]
+pub struct MeshConfig {
+    /// The NICs to use; `None` discovers them ([`crate::topo::Topology::discover`]).
+    pub nics: Option<Vec<NicSpec>>,
+    /// How to discover when `nics` is `None`.
+    pub discover: DiscoverOptions,
+    /// Device selection (`RDMESH_HCA`).
+    pub hca: Option<HcaFilter>,
+    /// Ceiling overrides by netdev, Gb/s (`RDMESH_RAIL_GBPS`).
+    pub gbps_overrides: Vec<(String, f64)>,
+    /// Shared secret (`RDMESH_AUTH_KEY`).
+    pub auth_key: Option<AuthKey>,
+    /// Relay for others and route through relays (`RDMESH_RELAY`).
+    pub relay: bool,
+    /// Most links on a relayed path (`RDMESH_MAX_HOPS`).
+    pub max_hops: usize,
+    /// Handshake timeout (`RDMESH_MESH_TIMEOUT_MS`).
+    pub handshake_timeout: Duration,
+    /// Handshake TCP port, 0 = ephemeral (`RDMESH_MESH_PORT`).
+    pub tcp_port: u16,
+    /// UDP port of the soft devices, 0 = ephemeral.
+    pub udp_port: u16,
+    /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
+    pub stripe_min: usize,
+    /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
+    pub timing: QpTiming,
+    /// Requests in flight per connection end (at least 32).
+    pub max_requests: usize,
+    /// Idle time after which a rail someone waits on is probed.
+    pub keepalive: Duration,
+}
+
+impl Default for MeshConfig {
+    fn default() -> MeshConfig {
+        MeshConfig {
+            nics: None,
+            discover: DiscoverOptions::default(),
+            hca: None,
+            gbps_overrides: Vec::new(),
+            auth_key: None,
+            relay: true,
+            max_hops: 4,
+            handshake_timeout: Duration::from_secs(10),
+            tcp_port: 0,
+            udp_port: 0,
+            stripe_min: 64 << 10,
+            timing: QpTiming {
+                timeout: 14,
+                retry_cnt: 3,
+            },
+            max_requests: 64,
+            keepalive: Duration::from_millis(200),
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse<T: std::str::FromStr>(
+    name: &str,
+    ok: impl Fn(&T) -> bool,
+    what: &str,
+) -> Result<Option<T>> {
+    match env(name) {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<T>() {
+            Ok(x) if ok(&x) => Ok(Some(x)),
+            _ => Err(MeshError::Config(format!("{name}={v:?} is not {what}"))),
+        },
+    }
+}
+
+impl MeshConfig {
+    /// The defaults with every `RDMESH_*` variable applied.
+    ///
+    /// Errors: [`MeshError::Config`] / [`MeshError::HcaSyntax`] naming the variable whose value
+    /// does not parse.
+    pub fn from_env() -> Result<MeshConfig> {
+        let mut c = MeshConfig {
+            discover: DiscoverOptions::from_env().map_err(|e| MeshError::Config(e.to_string()))?,
+            hca: HcaFilter::from_env()?,
+            auth_key: AuthKey::from_env(),
+            ..MeshConfig::default()
+        };
+        if let Some(v) = env(RAIL_GBPS_ENV) {
+            c.gbps_overrides = parse_gbps_overrides(&v)?;
+        }
+        if let Some(r) = parse::<u8>("RDMESH_RELAY", |v| *v <= 1, "0 or 1")? {
+            c.relay = r == 1;
+        }
+        if let Some(h) = parse::<usize>("RDMESH_MAX_HOPS", |v| (1..=16).contains(v), "1..=16")? {
+            c.max_hops = h;
+        }
+        if let Some(p) = parse::<u16>("RDMESH_MESH_PORT", |_| true, "a TCP port")? {
+            c.tcp_port = p;
+        }
+        if let Some(ms) = parse::<u64>(
+            "RDMESH_MESH_TIMEOUT_MS",
+            |v| (100..=3_600_000).contains(v),
+            "a timeout of 100..=3600000 ms",
+        )? {
+            c.handshake_timeout = Duration::from_millis(ms);
+        }
+        if let Some(s) = parse::<usize>("RDMESH_STRIPE_MIN", |_| true, "a size in bytes")? {
+            c.stripe_min = s;
+        }
+        if let Some(t) = parse::<u8>("RDMESH_IB_TIMEOUT", |v| (1..=31).contains(v), "1..=31")? {
+            c.timing.timeout = t;
+        }
+        if let Some(r) = parse::<u8>("RDMESH_IB_RETRY_CNT", |v| *v <= 7, "0..=7")? {
+            c.timing.retry_cnt = r;
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = MeshConfig::default();
+        assert!(c.relay);
+        assert_eq!(c.max_requests, 64);
+        assert_eq!((c.timing.timeout, c.timing.retry_cnt), (14, 3));
+    }
+
+    #[test]
+    fn parse_names_the_variable() {
+        // A variable name no other test sets.
+        std::env::set_var("RDMESH_TEST_CONFIG_X", "abc");
+        let e = parse::<u8>("RDMESH_TEST_CONFIG_X", |_| true, "a number")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("RDMESH_TEST_CONFIG_X=\"abc\" is not a number"),
+            "{e}"
+        );
+        std::env::set_var("RDMESH_TEST_CONFIG_X", "9");
+        assert!(parse::<u8>("RDMESH_TEST_CONFIG_X", |v| *v < 8, "0..=7").is_err());
+        std::env::set_var("RDMESH_TEST_CONFIG_X", "5");
+        assert_eq!(
+            parse::<u8>("RDMESH_TEST_CONFIG_X", |v| *v < 8, "0..=7").unwrap(),
+            Some(5)
+        );
+        std::env::remove_var("RDMESH_TEST_CONFIG_X");
+        assert_eq!(
+            parse::<u8>("RDMESH_TEST_CONFIG_X", |_| true, "x").unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,787 @@
+//! One rail: an RC queue pair between a local NIC and a peer's NIC, carrying mesh frames
+//! ([`crate::mesh::frame`]) as SENDs into receive slots the peer keeps posted.
+//!
+//! Each end registers a ring of send slots (frames are copied there, then posted), a ring of
+//! receive slots (all posted as receive WQEs), and an 8-byte credit word the peer may RDMA
+//! WRITE. Flow control is by credits: an end may have at most as many SENDs outstanding as the
+//! peer has receive slots, minus the slots the peer has not re-posted yet. The peer reports how
+//! many slots it has re-posted so far (a counter, big-endian u64) by RDMA WRITE into the credit
+//! word, so credits never consume a receive WQE and never deadlock. The receiver-not-ready
+//! retry (`rnr_retry` 7) stays as a backstop.
+//!
+//! A failed work completion (no ACK after `retry_cnt` retries: link down, peer gone) fails the
+//! rail: its QP is moved to ERR, the frames it had in flight are handed back (read out of their
+//! send slots) so the rail set can send them on another rail, and the error names the link. An
+//! idle rail that someone waits on is probed by re-writing the credit word (a keepalive), so a
+//! link that goes down while nothing is in flight is noticed too.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::mesh::buffer::Buffer;
+use crate::mesh::codec::{DecodeResult, Reader, Writer};
+use crate::mesh::error::{MeshError, Result};
+use crate::mesh::frame::{FrameKind, HEADER_LEN};
+use crate::mesh::nic::Nic;
+use crate::verbs::{
+    AccessFlags, AhAttr, CompletionQueue, MemoryRegion, Mtu, QpAttr, QpCap, QpState, QueuePair,
+    RecvWr, SendWr, Sge, WcStatus, WrOpcode,
+};
+
+const WR_SEND: u64 = 1 << 32;
+const WR_RECV: u64 = 2 << 32;
+const WR_CREDIT: u64 = 3 << 32;
+
+/// Slot counts and sizes of one end of a rail, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RailParams {
+    /// Send slots (frames in flight at most).
+    pub send_slots: u32,
+    /// Bytes per send slot (largest frame this end sends).
+    pub send_slot_size: u32,
+    /// Receive slots kept posted.
+    pub recv_slots: u32,
+    /// Bytes per receive slot (largest frame this end accepts).
+    pub recv_slot_size: u32,
+}
+
+/// Payload bytes of a DATA frame at most: 64 KiB, a multiple of 128.
+pub const DATA_CHUNK: usize = 64 << 10;
+/// Bytes of a data slot: a DATA frame of [`DATA_CHUNK`] bytes and its header.
+pub const DATA_SLOT: u32 = (DATA_CHUNK + HEADER_LEN) as u32;
+/// Bytes of a control slot (CTS, CLOSE, FAIL, RAIL_DOWN frames).
+pub const CTRL_SLOT: u32 = 1024;
+
+impl RailParams {
+    /// The end that sends message data: 32 data send slots, 64 control receive slots.
+    pub const DATA_SENDER: RailParams = RailParams {
+        send_slots: 32,
+        send_slot_size: DATA_SLOT,
+        recv_slots: 64,
+        recv_slot_size: CTRL_SLOT,
+    };
+    /// The end that receives message data: 64 control send slots, 32 data receive slots.
+    pub const DATA_RECEIVER: RailParams = RailParams {
+        send_slots: 64,
+        send_slot_size: CTRL_SLOT,
+        recv_slots: 32,
+        recv_slot_size: DATA_SLOT,
+    };
+}
+
+/// RC timing of a rail's QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpTiming {
+    /// Local ACK timeout code: 4.096 µs · 2^timeout (14 ≈ 67 ms).
+    pub timeout: u8,
+    /// Transport retries before the rail fails (0..=7).
+    pub retry_cnt: u8,
+}
+
+impl QpTiming {
+    /// The ACK timeout in milliseconds.
+    pub fn timeout_ms(&self) -> f64 {
+        (4096u64 << self.timeout.min(31)) as f64 / 1e6
+    }
+}
+
+/// What one end of a rail tells the other in the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RailInfo {
+    /// The end's GID, as an IP address.
+    pub addr: IpAddr,
+    /// Its soft device's UDP port.
+    pub udp_port: u16,
+    /// Its QP number (24 bits).
+    pub qpn: u32,
+    /// Its initial send PSN (24 bits): the other end's `rq_psn`.
+    pub psn: u32,
+    /// The largest path MTU it can use, bytes.
+    pub mtu: u32,
+    /// Virtual address of its credit word.
+    pub credit_va: u64,
+    /// R_Key of its credit word.
+    pub credit_rkey: u32,
+    /// Receive slots it keeps posted.
+    pub recv_slots: u32,
+    /// Bytes per receive slot.
+    pub recv_slot_size: u32,
+    /// Its NIC's ceiling, Mb/s.
+    pub mbps: u32,
+    /// Its netdev name (for naming the link in errors).
+    pub netdev: String,
+}
+
+impl RailInfo {
+    /// Encodes the fields in order, big-endian.
+    pub fn encode(&self, w: &mut Writer) {
+        w.ip(self.addr)
+            .u16(self.udp_port)
+            .u32(self.qpn)
+            .u32(self.psn)
+            .u32(self.mtu)
+            .u64(self.credit_va)
+            .u32(self.credit_rkey)
+            .u32(self.recv_slots)
+            .u32(self.recv_slot_size)
+            .u32(self.mbps)
+            .str(&self.netdev, 64);
+    }
+
+    /// Decodes what [`RailInfo::encode`] wrote, checking the ranges.
+    pub fn decode(r: &mut Reader<'_>) -> DecodeResult<RailInfo> {
+        let i = RailInfo {
+            addr: r.ip("rail address")?,
+            udp_port: r.u16("rail UDP port")?,
+            qpn: r.u32("rail QPN")?,
+            psn: r.u32("rail PSN")?,
+            mtu: r.u32("rail MTU")?,
+            credit_va: r.u64("rail credit address")?,
+            credit_rkey: r.u32("rail credit rkey")?,
+            recv_slots: r.u32("rail receive slots")?,
+            recv_slot_size: r.u32("rail receive slot size")?,
+            mbps: r.u32("rail ceiling")?,
+            netdev: r.str("rail netdev", 64)?,
+        };
+        if i.qpn > 0xff_ffff || i.qpn < 2 || i.psn > 0xff_ffff {
+            return Err(format!(
+                "rail QPN {:#x} or PSN {:#x} is not a 24-bit RC value",
+                i.qpn, i.psn
+            ));
+        }
+        if Mtu::from_bytes(i.mtu).is_none() {
+            return Err(format!("rail MTU {} is not 256..4096", i.mtu));
+        }
+        if i.recv_slots == 0 || i.recv_slots > 4096 || i.recv_slot_size < HEADER_LEN as u32 {
+            return Err(format!(
+                "rail receive slots {} × {} bytes are out of range",
+                i.recv_slots, i.recv_slot_size
+            ));
+        }
+        if i.udp_port == 0 {
+            return Err("rail UDP port 0".into());
+        }
+        Ok(i)
+    }
+}
+
+/// The bytes of one frame to post: owned bytes, or a header and a chunk of a [`Buffer`] (copied
+/// into the send slot when posted).
+#[derive(Debug, Clone)]
+pub enum FrameBody {
+    /// A whole frame.
+    Bytes(Vec<u8>),
+    /// A DATA header and `len` bytes of `buf` at `offset`.
+    Chunk {
+        /// The frame header.
+        header: [u8; HEADER_LEN],
+        /// The application buffer.
+        buf: Buffer,
+        /// Offset in `buf`.
+        offset: usize,
+        /// Bytes.
+        len: usize,
+    },
+}
+
+impl FrameBody {
+    /// Frame length, header included.
+    pub fn len(&self) -> usize {
+        match self {
+            FrameBody::Bytes(b) => b.len(),
+            FrameBody::Chunk { len, .. } => HEADER_LEN + len,
+        }
+    }
+
+    /// `true` for an empty frame (never posted).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn kind(&self) -> FrameKind {
+        match self {
+            FrameBody::Bytes(b) => FrameKind::from(b.first().copied().unwrap_or(0)),
+            FrameBody::Chunk { header, .. } => FrameKind::from(header[0]),
+        }
+    }
+
+    fn write_into(&self, out: &mut [u8]) -> Result<()> {
+        match self {
+            FrameBody::Bytes(b) => out[..b.len()].copy_from_slice(b),
+            FrameBody::Chunk {
+                header,
+                buf,
+                offset,
+                len,
+            } => {
+                out[..HEADER_LEN].copy_from_slice(header);
+                buf.read(*offset, &mut out[HEADER_LEN..HEADER_LEN + len])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PeerSide {
+    credit_va: u64,
+    credit_rkey: u32,
+    recv_slots: u32,
+    recv_slot_size: u32,
+    mbps: u32,
+}
+
+/// One rail (see the module docs).
+#[derive(Debug)]
+pub struct Rail {
+    nic: Arc<Nic>,
+    link: String,
+    peer_addr: IpAddr,
+    qp: QueuePair,
+    cq: CompletionQueue,
+    send_mr: MemoryRegion,
+    recv_mr: MemoryRegion,
+    credit_mr: MemoryRegion,
+    credit_src: MemoryRegion,
+    params: RailParams,
+    psn: u32,
+    timing: QpTiming,
+    peer: Option<PeerSide>,
+    free_send: Vec<u32>,
+    in_flight: Vec<Option<(u64, u32)>>,
+    sent: u64,
+    freed: u64,
+    reported: u64,
+    write_in_flight: bool,
+    inbox: VecDeque<(u32, u32)>,
+    failed: Option<MeshError>,
+    last_activity: Instant,
+}
+
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    crate::mesh::auth::fill_random(&mut b);
+    u32::from_be_bytes(b)
+}
+
+impl Rail {
+    /// Creates the QP (in INIT, receives posted) and the slot rings of one end on `nic`, toward
+    /// the peer address `peer_addr`.
+    ///
+    /// Errors: [`MeshError::Host`] when a verbs call fails.
+    pub fn new(
+        nic: Arc<Nic>,
+        peer_addr: IpAddr,
+        params: RailParams,
+        timing: QpTiming,
+    ) -> Result<Rail> {
+        let host = |what: &str, e: crate::Error| {
+            MeshError::Host(format!("rail on {}: {what}: {e}", nic.spec.label()))
+        };
+        let cq = nic
+            .device
+            .create_cq((params.send_slots + params.recv_slots + 8) as usize);
+        let qp = nic
+            .pd
+            .create_qp(
+                &cq,
+                &cq,
+                QpCap {
+                    max_send_wr: params.send_slots + 4,
+                    max_recv_wr: params.recv_slots,
+                    max_sge: 1,
+                },
+            )
+            .map_err(|e| host("creating the QP", e))?;
+        let lw = AccessFlags::LOCAL_WRITE;
+        let reg = |len: usize, access| {
+            nic.pd
+                .register(len, access)
+                .map_err(|e| host("registering memory", e))
+        };
+        let send_mr = reg((params.send_slots * params.send_slot_size) as usize, lw)?;
+        let recv_mr = reg((params.recv_slots * params.recv_slot_size) as usize, lw)?;
+        let credit_mr = reg(8, lw | AccessFlags::REMOTE_WRITE)?;
+        let credit_src = reg(8, lw)?;
+        qp.modify(&QpAttr {
+            qp_state: Some(QpState::Init),
+            pkey_index: Some(0),
+            port_num: Some(1),
+            qp_access_flags: Some(lw | AccessFlags::REMOTE_WRITE),
+            ..Default::default()
+        })
+        .map_err(|e| host("moving the QP to INIT", e))?;
+        let recvs: Vec<RecvWr> = (0..params.recv_slots)
+            .map(|s| RecvWr {
+                wr_id: WR_RECV | u64::from(s),
+                sg_list: vec![Sge {
+                    addr: recv_mr.addr() + u64::from(s * params.recv_slot_size),
+                    length: params.recv_slot_size,
+                    lkey: recv_mr.lkey(),
+                }],
+            })
+            .collect();
+        qp.post_recv(&recvs)
+            .map_err(|e| host("posting receive slots", e))?;
+        let link = format!(
+            "{} {} -> {} (QPN {:#08x})",
+            nic.spec.netdev,
+            nic.spec.addr.ip,
+            peer_addr,
+            qp.qp_num()
+        );
+        Ok(Rail {
+            link,
+            peer_addr,
+            qp,
+            cq,
+            send_mr,
+            recv_mr,
+            credit_mr,
+            credit_src,
+            params,
+            psn: random_u32() & 0xff_ffff,
+            timing,
+            peer: None,
+            free_send: (0..params.send_slots).rev().collect(),
+            in_flight: vec![None; params.send_slots as usize],
+            sent: 0,
+            freed: 0,
+            reported: 0,
+            write_in_flight: false,
+            inbox: VecDeque::new(),
+            failed: None,
+            last_activity: Instant::now(),
+            nic,
+        })
+    }
+
+    /// What the peer needs to connect to this end.
+    pub fn local_info(&self) -> RailInfo {
+        RailInfo {
+            addr: self.nic.spec.addr.ip,
+            udp_port: self.nic.device.local_addr().port(),
+            qpn: self.qp.qp_num(),
+            psn: self.psn,
+            mtu: self.nic.active_mtu(),
+            credit_va: self.credit_mr.addr(),
+            credit_rkey: self.credit_mr.rkey(),
+            recv_slots: self.params.recv_slots,
+            recv_slot_size: self.params.recv_slot_size,
+            mbps: (self.nic.spec.gbps * 1000.0).round().min(u32::MAX as f64) as u32,
+            netdev: self.nic.spec.netdev.clone(),
+        }
+    }
+
+    /// Connects to the peer's end: RTR then RTS. The path MTU is the smaller of both ends'.
+    ///
+    /// Errors: [`MeshError::Handshake`]-worthy text in [`MeshError::Host`] when the peer's
+    /// slots are smaller than the frames this end sends, or a transition fails.
+    pub fn connect(&mut self, peer: &RailInfo) -> Result<()> {
+        if peer.recv_slot_size < self.params.send_slot_size {
+            return Err(MeshError::Host(format!(
+                "rail {}: the peer's receive slots of {} bytes are smaller than this end's frames of {} bytes (different rdmesh versions?)",
+                self.link, peer.recv_slot_size, self.params.send_slot_size
+            )));
+        }
+        let mtu = Mtu::from_bytes(self.nic.active_mtu().min(peer.mtu)).unwrap_or(Mtu::Mtu1024);
+        let host = |what: &str, e: crate::Error| {
+            MeshError::Host(format!("rail {}: {what}: {e}", self.link))
+        };
+        self.qp
+            .modify(&QpAttr {
+                qp_state: Some(QpState::Rtr),
+                ah_attr: Some(AhAttr {
+                    dgid: peer.addr,
+                    udp_port: peer.udp_port,
+                }),
+                path_mtu: Some(mtu),
+                dest_qp_num: Some(peer.qpn),
+                rq_psn: Some(peer.psn),
+                max_dest_rd_atomic: Some(1),
+                min_rnr_timer: Some(1),
+                ..Default::default()
+            })
+            .map_err(|e| host("moving the QP to RTR", e))?;
+        self.qp
+            .modify(&QpAttr {
+                qp_state: Some(QpState::Rts),
+                sq_psn: Some(self.psn),
+                timeout: Some(self.timing.timeout),
+                retry_cnt: Some(self.timing.retry_cnt),
+                rnr_retry: Some(7),
+                max_rd_atomic: Some(1),
+                ..Default::default()
+            })
+            .map_err(|e| host("moving the QP to RTS", e))?;
+        self.link = format!(
+            "{} {} -> {} {} (QPN {:#08x} -> {:#08x}, MTU {})",
+            self.nic.spec.netdev,
+            self.nic.spec.addr.ip,
+            peer.netdev,
+            peer.addr,
+            self.qp.qp_num(),
+            peer.qpn,
+            mtu.bytes()
+        );
+        self.peer = Some(PeerSide {
+            credit_va: peer.credit_va,
+            credit_rkey: peer.credit_rkey,
+            recv_slots: peer.recv_slots,
+            recv_slot_size: peer.recv_slot_size,
+            mbps: peer.mbps,
+        });
+        self.nic.counters.rail_opened();
+        tracing::info!(link = %self.link, "mesh rail up");
+        Ok(())
+    }
+
+    /// The link, for messages: `netdev addr -> peer-netdev peer-addr (QPN …)`.
+    pub fn link(&self) -> &str {
+        &self.link
+    }
+
+    /// The local NIC.
+    pub fn nic(&self) -> &Arc<Nic> {
+        &self.nic
+    }
+
+    /// The peer's address on this rail.
+    pub fn peer_addr(&self) -> IpAddr {
+        self.peer_addr
+    }
+
+    /// The rail's weight in striping: the smaller of both NICs' ceilings, Gb/s.
+    pub fn gbps(&self) -> f64 {
+        let peer = self
+            .peer
+            .map_or(f64::INFINITY, |p| f64::from(p.mbps) / 1000.0);
+        self.nic.spec.gbps.min(peer).max(0.001)
+    }
+
+    /// The error the rail failed with, if it did.
+    pub fn failure(&self) -> Option<&MeshError> {
+        self.failed.as_ref()
+    }
+
+    /// `true` while the rail works.
+    pub fn is_up(&self) -> bool {
+        self.failed.is_none() && self.peer.is_some()
+    }
+
+    /// The largest frame this rail may send, bytes.
+    pub fn max_frame(&self) -> usize {
+        let peer = self.peer.map_or(0, |p| p.recv_slot_size);
+        self.params.send_slot_size.min(peer) as usize
+    }
+
+    fn credits(&self) -> u64 {
+        let Some(p) = self.peer else { return 0 };
+        let mut b = [0u8; 8];
+        // The credit word is 8 bytes; reading it cannot fail.
+        let _ = self.credit_mr.read(0, &mut b);
+        (u64::from(p.recv_slots) + u64::from_be_bytes(b)).saturating_sub(self.sent)
+    }
+
+    /// Whether a frame of `len` bytes can be posted now (rail up, a send slot free, a credit).
+    pub fn can_post(&self, len: usize) -> bool {
+        self.is_up() && !self.free_send.is_empty() && len <= self.max_frame() && self.credits() > 0
+    }
+
+    /// Posts one frame; `token` comes back from [`Rail::poll`] when its SEND completes.
+    ///
+    /// Errors: the rail's failure (the frame was not posted); [`MeshError::Request`] when the
+    /// frame cannot be posted now ([`Rail::can_post`] is false) or its buffer range is invalid.
+    pub fn post(&mut self, token: u64, body: &FrameBody) -> Result<()> {
+        self.post_with(token, body.len(), body.kind(), |out| body.write_into(out))
+    }
+
+    /// Posts a copy of a whole frame (what a relay forwards).
+    ///
+    /// Errors: as [`Rail::post`].
+    pub fn post_slice(&mut self, token: u64, frame: &[u8]) -> Result<()> {
+        let kind = FrameKind::from(frame.first().copied().unwrap_or(0));
+        self.post_with(token, frame.len(), kind, |out| {
+            out.copy_from_slice(frame);
+            Ok(())
+        })
+    }
+
+    fn post_with(
+        &mut self,
+        token: u64,
+        len: usize,
+        kind: FrameKind,
+        write: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.can_post(len) {
+            return Err(MeshError::Request(format!(
+                "rail {}: no room for a frame of {len} bytes",
+                self.link
+            )));
+        }
+        let slot = self.free_send.pop().expect("checked");
+        let off = (slot * self.params.send_slot_size) as usize;
+        if let Err(e) = self.send_mr.with(|m| write(&mut m[off..off + len])) {
+            self.free_send.push(slot);
+            return Err(e);
+        }
+        let wr = SendWr::new(
+            WR_SEND | u64::from(slot),
+            WrOpcode::Send,
+            vec![Sge {
+                addr: self.send_mr.addr() + off as u64,
+                length: len as u32,
+                lkey: self.send_mr.lkey(),
+            }],
+        );
+        if let Err(e) = self.qp.post_send(&[wr]) {
+            self.free_send.push(slot);
+            self.fail(format!("posting a SEND failed: {e}"));
+            return Err(self.failed.clone().expect("just failed"));
+        }
+        self.in_flight[slot as usize] = Some((token, len as u32));
+        self.sent += 1;
+        let data = if kind == FrameKind::Data {
+            (len - HEADER_LEN) as u64
+        } else {
+            0
+        };
+        self.nic.counters.sent(len as u64, data);
+        Ok(())
+    }
+
+    /// Processes completions: tokens of frames whose SEND completed go to `done`, received
+    /// frames to the inbox ([`Rail::next_frame`]). Returns whether anything happened.
+    pub fn poll(&mut self, done: &mut Vec<u64>) -> bool {
+        let mut any = false;
+        while let Some(wc) = self.cq.poll_one() {
+            any = true;
+            let slot = (wc.wr_id & 0xffff_ffff) as u32;
+            let ok = wc.status == WcStatus::Success;
+            match wc.wr_id & !0xffff_ffff {
+                WR_SEND if ok => {
+                    if let Some((token, _)) =
+                        self.in_flight.get_mut(slot as usize).and_then(Option::take)
+                    {
+                        self.free_send.push(slot);
+                        done.push(token);
+                    }
+                }
+                WR_RECV if ok => {
+                    let off = (slot * self.params.recv_slot_size) as usize;
+                    let len = wc.byte_len.min(self.params.recv_slot_size);
+                    let mut kind = [0u8; 1];
+                    let _ = self.recv_mr.read(off, &mut kind);
+                    let data = if FrameKind::from(kind[0]) == FrameKind::Data {
+                        u64::from(len).saturating_sub(HEADER_LEN as u64)
+                    } else {
+                        0
+                    };
+                    self.nic.counters.received(u64::from(len), data);
+                    self.inbox.push_back((slot, len));
+                }
+                WR_CREDIT if ok => self.write_in_flight = false,
+                _ if wc.status == WcStatus::WrFlushErr => {}
+                _ => {
+                    let reason = self.status_reason(wc.status);
+                    self.fail(reason);
+                }
+            }
+        }
+        if any {
+            self.last_activity = Instant::now();
+        }
+        if self.is_up() && !self.write_in_flight && self.freed > self.reported {
+            self.write_credits();
+        }
+        any
+    }
+
+    fn status_reason(&self, status: WcStatus) -> String {
+        let netdev = &self.nic.spec.netdev;
+        match status {
+            WcStatus::RetryExcErr => format!(
+                "no acknowledgement after {} retries of the {:.1} ms ACK timeout (IBV_WC_RETRY_EXC_ERR): the link is down, unplugged or the peer stopped; check `ip link show {netdev}` on both ends and that the peer process runs",
+                self.timing.retry_cnt,
+                self.timing.timeout_ms()
+            ),
+            WcStatus::RnrRetryExcErr => "the peer kept no receive posted (IBV_WC_RNR_RETRY_EXC_ERR): it stopped serving the connection".into(),
+            WcStatus::RemAccessErr => "the peer refused a credit write (IBV_WC_REM_ACCESS_ERR): do both ends run the same rdmesh version?".into(),
+            s => format!("work completion status {s:?}"),
+        }
+    }
+
+    /// Fails the rail with `reason` (first failure wins): QP to ERR, counters, log.
+    pub fn fail(&mut self, reason: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        tracing::warn!(link = %self.link, %reason, "mesh rail failed");
+        self.failed = Some(MeshError::LinkDown {
+            link: self.link.clone(),
+            reason,
+        });
+        self.nic.counters.rail_failed();
+        let _ = self.qp.modify(&QpAttr::state(QpState::Err));
+    }
+
+    /// After a failure: the frames that were in flight, as `(token, bytes)`, read back from
+    /// their send slots (the QP is in ERR and sends nothing more). Each is handed back once.
+    pub fn take_failed_frames(&mut self) -> Vec<(u64, Vec<u8>)> {
+        if self.failed.is_none() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for slot in 0..self.in_flight.len() {
+            if let Some((token, len)) = self.in_flight[slot].take() {
+                let off = slot * self.params.send_slot_size as usize;
+                let mut v = vec![0u8; len as usize];
+                let _ = self.send_mr.read(off, &mut v);
+                out.push((token, v));
+            }
+        }
+        out
+    }
+
+    /// The oldest received frame not released yet: `(slot, length)`.
+    pub fn next_frame(&self) -> Option<(u32, u32)> {
+        self.inbox.front().copied()
+    }
+
+    /// Runs `f` on the bytes of received frame `(slot, len)`.
+    pub fn with_frame<R>(&self, slot: u32, len: u32, f: impl FnOnce(&[u8]) -> R) -> R {
+        let off = (slot * self.params.recv_slot_size) as usize;
+        self.recv_mr.with(|m| f(&m[off..off + len as usize]))
+    }
+
+    /// Releases the oldest received frame: its slot is posted again and the credit returned.
+    pub fn release_front(&mut self) {
+        let Some((slot, _)) = self.inbox.pop_front() else {
+            return;
+        };
+        if self.failed.is_some() {
+            return;
+        }
+        let wr = RecvWr {
+            wr_id: WR_RECV | u64::from(slot),
+            sg_list: vec![Sge {
+                addr: self.recv_mr.addr() + u64::from(slot * self.params.recv_slot_size),
+                length: self.params.recv_slot_size,
+                lkey: self.recv_mr.lkey(),
+            }],
+        };
+        if let Err(e) = self.qp.post_recv(&[wr]) {
+            self.fail(format!("re-posting a receive slot failed: {e}"));
+            return;
+        }
+        self.freed += 1;
+        if !self.write_in_flight {
+            self.write_credits();
+        }
+    }
+
+    fn write_credits(&mut self) {
+        let Some(p) = self.peer else { return };
+        if self.failed.is_some() {
+            return;
+        }
+        let _ = self.credit_src.write(0, &self.freed.to_be_bytes());
+        let wr = SendWr::new(
+            WR_CREDIT,
+            WrOpcode::RdmaWrite {
+                remote_addr: p.credit_va,
+                rkey: p.credit_rkey,
+            },
+            vec![Sge {
+                addr: self.credit_src.addr(),
+                length: 8,
+                lkey: self.credit_src.lkey(),
+            }],
+        );
+        match self.qp.post_send(&[wr]) {
+            Ok(()) => {
+                self.reported = self.freed;
+                self.write_in_flight = true;
+            }
+            Err(e) => self.fail(format!("posting the credit write failed: {e}")),
+        }
+    }
+
+    /// Probes an idle rail: when nothing completed for `idle` and no credit write is in flight,
+    /// re-writes the credit word so that a dead link fails the rail within the retry time.
+    pub fn keepalive(&mut self, idle: Duration) {
+        if self.is_up() && !self.write_in_flight && self.last_activity.elapsed() >= idle {
+            self.last_activity = Instant::now();
+            self.write_credits();
+        }
+    }
+
+    /// Whether frames are in flight or received and not released.
+    pub fn busy(&self) -> bool {
+        self.in_flight.iter().any(Option::is_some) || !self.inbox.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn rail_info_roundtrip_and_checks() {
+        let i = RailInfo {
+            addr: "192.168.100.1".parse().unwrap(),
+            udp_port: 4791,
+            qpn: 0x12,
+            psn: 0xabcdef,
+            mtu: 4096,
+            credit_va: 0x7f00_0000_1000,
+            credit_rkey: 0x1234,
+            recv_slots: 32,
+            recv_slot_size: DATA_SLOT,
+            mbps: 100_000,
+            netdev: "enp1s0f0np0".into(),
+        };
+        let mut w = Writer::new();
+        i.encode(&mut w);
+        let mut r = Reader::new(&w.0);
+        assert_eq!(RailInfo::decode(&mut r).unwrap(), i);
+        r.finish("rail").unwrap();
+        for bad in [
+            RailInfo {
+                qpn: 1 << 24,
+                ..i.clone()
+            },
+            RailInfo {
+                mtu: 1500,
+                ..i.clone()
+            },
+            RailInfo {
+                recv_slots: 0,
+                ..i.clone()
+            },
+            RailInfo {
+                udp_port: 0,
+                ..i.clone()
+            },
+        ] {
+            let mut w = Writer::new();
+            bad.encode(&mut w);
+            assert!(RailInfo::decode(&mut Reader::new(&w.0)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn timing_text() {
+        let t = QpTiming {
+            timeout: 14,
+            retry_cnt: 3,
+        };
+        assert!((t.timeout_ms() - 67.1).abs() < 0.1);
+    }
+}

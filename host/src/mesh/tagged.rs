@@ -1,0 +1,737 @@
+//! Tagged send/receive with NCCL's rules, as a state machine over mesh frames (no I/O here:
+//! frames come in through [`Tagged::on_frame`], frames to send go out through
+//! [`Tagged::take_outbox`]).
+//!
+//! The protocol is receiver-driven, like NCCL IB's "clear to send" (`net_ib/p2p.cc`):
+//! - `irecv` announces the receive to the sender in a CTS frame: its sequence number on the
+//!   connection and, for each of its buffers (a grouped receive has up to 8), the posted size
+//!   and tag.
+//! - Sends match receives **in posting order** (FIFO per connection): the oldest unmatched send
+//!   takes a free buffer of the oldest receive that still has one, the buffer whose tag equals
+//!   the send's tag (tags only choose the buffer inside a grouped receive). A send whose tag
+//!   matches no free buffer of that receive fails with [`MeshError::TagMismatch`].
+//! - A send larger than the buffer it matched is refused on both ends with
+//!   [`MeshError::Truncated`], naming both sizes (the sender tells the receiver with ABORT).
+//! - Otherwise the send becomes DATA frames (striped over the rails, see
+//!   [`crate::mesh::stripe`]); the receiver copies each chunk into place, ignores duplicates
+//!   (a chunk resent after a rail failure), and completes the buffer once all of the send's
+//!   bytes arrived, reporting the **actual** size. A send completes when every one of its
+//!   frames was acknowledged by the next hop.
+//! - Each side keeps at most `max_requests` requests (≥ 32, NCCL's `NCCL_NET_MAX_REQUESTS`);
+//!   beyond that `isend`/`irecv` answer "not now" (NCCL's NULL request) and the caller retries.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use crate::mesh::buffer::Buffer;
+use crate::mesh::error::MeshError;
+use crate::mesh::frame::{cts_frame, Frame, FrameKind, FrameRepr, MAX_RECVS};
+use crate::mesh::rail::{FrameBody, DATA_CHUNK};
+use crate::mesh::railset::NO_TOKEN;
+use crate::mesh::stripe;
+
+/// NCCL's `NCCL_NET_MAX_REQUESTS`: requests every connection must sustain.
+pub const NCCL_NET_MAX_REQUESTS: usize = 32;
+
+/// One buffer of a receive.
+#[derive(Debug, Clone)]
+pub struct RecvBuf {
+    /// Where the data goes.
+    pub buf: Buffer,
+    /// Offset in `buf`, bytes.
+    pub offset: usize,
+    /// Posted size, bytes: the largest send this buffer accepts.
+    pub len: usize,
+    /// Tag: which send lands here (in a grouped receive).
+    pub tag: i32,
+}
+
+#[derive(Debug)]
+enum SendStatus {
+    /// Waiting for the receive it will match.
+    Unmatched,
+    /// Frames queued or in flight.
+    Sending {
+        frames_left: usize,
+    },
+    Done,
+    Failed(MeshError),
+}
+
+#[derive(Debug)]
+struct SendState {
+    buf: Buffer,
+    offset: usize,
+    len: usize,
+    tag: i32,
+    status: SendStatus,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CtsEntry {
+    size: u64,
+    tag: i32,
+    matched: bool,
+}
+
+#[derive(Debug)]
+struct BufState {
+    req: RecvBuf,
+    total: Option<u64>,
+    received: u64,
+    seen: HashSet<u64>,
+    done: bool,
+    error: Option<MeshError>,
+}
+
+#[derive(Debug)]
+struct RecvState {
+    bufs: Vec<BufState>,
+}
+
+/// A frame for the rails: which rail (`None`: any), the token to report on completion, the
+/// bytes.
+pub type OutFrame = (Option<usize>, u64, FrameBody);
+
+/// The tagged-messaging state of one connection end (see the module docs).
+#[derive(Debug)]
+pub struct Tagged {
+    peer: String,
+    max_requests: usize,
+    stripe_min: usize,
+    live: Vec<(usize, f64)>,
+    next_send_id: u64,
+    sends: BTreeMap<u64, SendState>,
+    unmatched: VecDeque<u64>,
+    cts: BTreeMap<u64, Vec<CtsEntry>>,
+    cts_next: u64,
+    next_recv_seq: u64,
+    recvs: BTreeMap<u64, RecvState>,
+    outbox: Vec<OutFrame>,
+    failed: Option<MeshError>,
+}
+
+impl Tagged {
+    /// A connection end talking to `peer` (named in errors). `max_requests` is raised to 32.
+    pub fn new(peer: String, max_requests: usize, stripe_min: usize) -> Tagged {
+        Tagged {
+            peer,
+            max_requests: max_requests.max(NCCL_NET_MAX_REQUESTS),
+            stripe_min,
+            live: Vec::new(),
+            next_send_id: 0,
+            sends: BTreeMap::new(),
+            unmatched: VecDeque::new(),
+            cts: BTreeMap::new(),
+            cts_next: 0,
+            next_recv_seq: 0,
+            recvs: BTreeMap::new(),
+            outbox: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// The rails that work now, `(index, weight)`, first rail first: where new sends go.
+    pub fn set_live_rails(&mut self, live: Vec<(usize, f64)>) {
+        self.live = live;
+    }
+
+    /// Frames to hand to the rails.
+    pub fn take_outbox(&mut self) -> Vec<OutFrame> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The connection's failure, if any.
+    pub fn failure(&self) -> Option<&MeshError> {
+        self.failed.as_ref()
+    }
+
+    /// Fails the connection: every request not complete yet fails with `e` (first error wins).
+    pub fn fail(&mut self, e: MeshError) {
+        if self.failed.is_none() {
+            self.failed = Some(e);
+        }
+    }
+
+    /// Whether requests are outstanding (someone waits on the peer).
+    pub fn waiting(&self) -> bool {
+        self.sends
+            .values()
+            .any(|s| matches!(s.status, SendStatus::Unmatched | SendStatus::Sending { .. }))
+            || self
+                .recvs
+                .values()
+                .any(|r| r.bufs.iter().any(|b| !b.done && b.error.is_none()))
+    }
+
+    /// Starts a send of `len` bytes of `buf` at `offset` with `tag`. `Ok(None)`: too many
+    /// requests in flight, try again later.
+    ///
+    /// Errors: the connection's failure; [`MeshError::Request`] for a bad range.
+    pub fn isend(
+        &mut self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+    ) -> Result<Option<u64>, MeshError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        buf.check_range(offset, len)?;
+        if self.sends.len() >= self.max_requests {
+            return Ok(None);
+        }
+        let id = self.next_send_id;
+        self.next_send_id += 1;
+        self.sends.insert(
+            id,
+            SendState {
+                buf: buf.clone(),
+                offset,
+                len,
+                tag,
+                status: SendStatus::Unmatched,
+            },
+        );
+        self.unmatched.push_back(id);
+        self.match_sends();
+        Ok(Some(id))
+    }
+
+    /// Posts a receive into `bufs` (1 to 8 buffers). `Ok(None)`: too many requests in flight.
+    ///
+    /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
+    /// or a bad range.
+    pub fn irecv(&mut self, bufs: &[RecvBuf]) -> Result<Option<u64>, MeshError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if bufs.is_empty() || bufs.len() > MAX_RECVS {
+            return Err(MeshError::Request(format!(
+                "a receive has 1 to {MAX_RECVS} buffers, not {}",
+                bufs.len()
+            )));
+        }
+        for b in bufs {
+            b.buf.check_range(b.offset, b.len)?;
+        }
+        if self.recvs.len() >= self.max_requests {
+            return Ok(None);
+        }
+        let seq = self.next_recv_seq;
+        self.next_recv_seq += 1;
+        let entries: Vec<(u64, i32)> = bufs.iter().map(|b| (b.len as u64, b.tag)).collect();
+        self.outbox
+            .push((None, NO_TOKEN, FrameBody::Bytes(cts_frame(seq, &entries))));
+        self.recvs.insert(
+            seq,
+            RecvState {
+                bufs: bufs
+                    .iter()
+                    .map(|b| BufState {
+                        req: b.clone(),
+                        total: None,
+                        received: 0,
+                        seen: HashSet::new(),
+                        done: false,
+                        error: None,
+                    })
+                    .collect(),
+            },
+        );
+        Ok(Some(seq))
+    }
+
+    fn match_sends(&mut self) {
+        while let Some(&id) = self.unmatched.front() {
+            let Some(entries) = self.cts.get_mut(&self.cts_next) else {
+                return;
+            };
+            let seq = self.cts_next;
+            if entries.iter().all(|e| e.matched) {
+                self.cts.remove(&seq);
+                self.cts_next += 1;
+                continue;
+            }
+            self.unmatched.pop_front();
+            let s = self.sends.get_mut(&id).expect("unmatched sends exist");
+            let Some(index) = entries.iter().position(|e| !e.matched && e.tag == s.tag) else {
+                s.status = SendStatus::Failed(MeshError::TagMismatch {
+                    tag: s.tag,
+                    seq,
+                    tags: entries
+                        .iter()
+                        .filter(|e| !e.matched)
+                        .map(|e| e.tag)
+                        .collect(),
+                });
+                continue;
+            };
+            let entry = &mut entries[index];
+            entry.matched = true;
+            let header = |offset: u64| {
+                FrameRepr {
+                    index: index as u8,
+                    seq,
+                    total: s.len as u64,
+                    offset,
+                    tag: s.tag,
+                    ..FrameRepr::new(FrameKind::Data)
+                }
+                .to_bytes()
+            };
+            if s.len as u64 > entry.size {
+                s.status = SendStatus::Failed(MeshError::Truncated {
+                    send: s.len as u64,
+                    recv: entry.size,
+                    tag: s.tag,
+                    seq,
+                    index: index as u8,
+                });
+                let mut abort = header(0);
+                abort[0] = FrameKind::Abort.into();
+                self.outbox
+                    .push((None, NO_TOKEN, FrameBody::Bytes(abort.to_vec())));
+            } else {
+                let chunks = stripe::plan(s.len, &self.live, self.stripe_min, DATA_CHUNK);
+                if chunks.is_empty() {
+                    // No rail left: the connection fails in this same progress step.
+                    s.status = SendStatus::Failed(self.failed.clone().unwrap_or_else(|| {
+                        MeshError::Host(format!("no rail left to {}", self.peer))
+                    }));
+                } else {
+                    s.status = SendStatus::Sending {
+                        frames_left: chunks.len(),
+                    };
+                    for c in chunks {
+                        self.outbox.push((
+                            Some(c.rail),
+                            id,
+                            FrameBody::Chunk {
+                                header: header(c.offset as u64),
+                                buf: s.buf.clone(),
+                                offset: s.offset + c.offset,
+                                len: c.len,
+                            },
+                        ));
+                    }
+                }
+            }
+            if entries.iter().all(|e| e.matched) {
+                self.cts.remove(&seq);
+                self.cts_next += 1;
+            }
+        }
+    }
+
+    /// The SEND of a frame with `token` completed.
+    pub fn on_sent(&mut self, token: u64) {
+        if let Some(s) = self.sends.get_mut(&token) {
+            if let SendStatus::Sending { frames_left } = &mut s.status {
+                *frames_left = frames_left.saturating_sub(1);
+                if *frames_left == 0 {
+                    s.status = SendStatus::Done;
+                }
+            }
+        }
+    }
+
+    fn protocol(&mut self, reason: String) {
+        tracing::warn!(peer = %self.peer, %reason, "mesh protocol error");
+        self.fail(MeshError::Protocol {
+            peer: self.peer.clone(),
+            reason,
+        });
+    }
+
+    /// Handles one received frame (end-to-end kinds; hop-local ones never get here).
+    pub fn on_frame(&mut self, bytes: &[u8]) {
+        let f = match Frame::new_checked(bytes) {
+            Ok(f) => f,
+            Err(e) => return self.protocol(format!("{e} ({} bytes)", bytes.len())),
+        };
+        let r = match FrameRepr::parse(&f) {
+            Ok(r) => r,
+            Err(e) => return self.protocol(e.to_string()),
+        };
+        match r.kind {
+            FrameKind::Data | FrameKind::Abort => self.on_data(&r, f.payload()),
+            FrameKind::Cts => {
+                if r.seq < self.cts_next || self.cts.contains_key(&r.seq) {
+                    return; // a CTS resent after a rail failure
+                }
+                if r.seq >= self.cts_next + 1_000_000 {
+                    return self.protocol(format!(
+                        "CTS for receive #{} while #{} is the oldest pending",
+                        r.seq, self.cts_next
+                    ));
+                }
+                let entries = (0..usize::from(r.count))
+                    .filter_map(|i| f.cts_entry(i))
+                    .map(|(size, tag)| CtsEntry {
+                        size,
+                        tag,
+                        matched: false,
+                    })
+                    .collect();
+                self.cts.insert(r.seq, entries);
+                self.match_sends();
+            }
+            FrameKind::Close => {
+                let why = String::from_utf8_lossy(f.payload()).into_owned();
+                self.fail(MeshError::Closed(format!("{}: {why}", self.peer)));
+            }
+            FrameKind::Fail => {
+                let why = String::from_utf8_lossy(f.payload()).into_owned();
+                self.fail(MeshError::LinkDown {
+                    link: format!("beyond the relay to {}", self.peer),
+                    reason: why,
+                });
+            }
+            FrameKind::RailDown | FrameKind::Unknown(_) => {}
+        }
+    }
+
+    fn on_data(&mut self, r: &FrameRepr, payload: &[u8]) {
+        let Some(recv) = self.recvs.get_mut(&r.seq) else {
+            if r.seq >= self.next_recv_seq {
+                self.protocol(format!(
+                    "{:?} for receive #{} which was never posted",
+                    r.kind, r.seq
+                ));
+            }
+            return; // a duplicate for a receive already completed
+        };
+        let nbufs = recv.bufs.len();
+        let Some(b) = recv.bufs.get_mut(usize::from(r.index)) else {
+            return self.protocol(format!(
+                "{:?} for buffer {} of receive #{} which has {nbufs}",
+                r.kind, r.index, r.seq
+            ));
+        };
+        if b.done || b.error.is_some() {
+            return;
+        }
+        if r.kind == FrameKind::Abort || r.total > b.req.len as u64 {
+            b.error = Some(MeshError::Truncated {
+                send: r.total,
+                recv: b.req.len as u64,
+                tag: r.tag,
+                seq: r.seq,
+                index: r.index,
+            });
+            return;
+        }
+        if b.total.is_some_and(|t| t != r.total) {
+            let t = b.total;
+            return self.protocol(format!(
+                "chunks of receive #{} buffer {} disagree on the send size ({t:?} and {})",
+                r.seq, r.index, r.total
+            ));
+        }
+        b.total = Some(r.total);
+        if b.seen.insert(r.offset) {
+            if let Err(e) = b.req.buf.write(b.req.offset + r.offset as usize, payload) {
+                b.error = Some(e);
+                return;
+            }
+            b.received += payload.len() as u64;
+        }
+        if b.received >= r.total {
+            b.done = true;
+            b.seen = HashSet::new();
+        }
+    }
+
+    /// NCCL's `test` for send `id`: `Ok(Some(size))` once done (the request is then gone),
+    /// `Ok(None)` while in flight.
+    ///
+    /// Errors: the send's error ([`MeshError::Truncated`], [`MeshError::TagMismatch`]) or the
+    /// connection's; [`MeshError::Request`] for an unknown id.
+    pub fn test_send(&mut self, id: u64) -> Result<Option<usize>, MeshError> {
+        let Some(s) = self.sends.get(&id) else {
+            return Err(MeshError::Request(format!(
+                "send request {id} is unknown (already completed?)"
+            )));
+        };
+        match &s.status {
+            SendStatus::Done => {
+                let len = s.len;
+                self.sends.remove(&id);
+                Ok(Some(len))
+            }
+            SendStatus::Failed(e) => {
+                let e = e.clone();
+                self.sends.remove(&id);
+                Err(e)
+            }
+            _ => match &self.failed {
+                Some(e) => {
+                    let e = e.clone();
+                    self.sends.remove(&id);
+                    self.unmatched.retain(|&u| u != id);
+                    Err(e)
+                }
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// NCCL's `test` for receive `seq`: `Ok(Some(sizes))` (the actual size of each buffer's
+    /// send) once every buffer is filled, `Ok(None)` while in flight.
+    ///
+    /// Errors: a buffer's error (e.g. [`MeshError::Truncated`]) or the connection's;
+    /// [`MeshError::Request`] for an unknown sequence number.
+    pub fn test_recv(&mut self, seq: u64) -> Result<Option<Vec<usize>>, MeshError> {
+        let Some(r) = self.recvs.get(&seq) else {
+            return Err(MeshError::Request(format!(
+                "receive request {seq} is unknown (already completed?)"
+            )));
+        };
+        if let Some(e) = r.bufs.iter().find_map(|b| b.error.clone()) {
+            self.recvs.remove(&seq);
+            return Err(e);
+        }
+        if r.bufs.iter().all(|b| b.done) {
+            let sizes = r
+                .bufs
+                .iter()
+                .map(|b| b.total.unwrap_or(0) as usize)
+                .collect();
+            self.recvs.remove(&seq);
+            return Ok(Some(sizes));
+        }
+        match &self.failed {
+            Some(e) => {
+                let e = e.clone();
+                self.recvs.remove(&seq);
+                Err(e)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Requests outstanding (sends, receives).
+    pub fn outstanding(&self) -> (usize, usize) {
+        (self.sends.len(), self.recvs.len())
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Moves every frame from `a` to `b` as the rails would (all on one rail), acknowledging
+    /// each one to `a`.
+    fn deliver(a: &mut Tagged, b: &mut Tagged) -> usize {
+        let out = a.take_outbox();
+        let n = out.len();
+        for (_, token, body) in out {
+            let mut v = vec![0u8; body.len()];
+            match &body {
+                FrameBody::Bytes(x) => v.copy_from_slice(x),
+                FrameBody::Chunk {
+                    header,
+                    buf,
+                    offset,
+                    len,
+                } => {
+                    v[..32].copy_from_slice(header);
+                    buf.read(*offset, &mut v[32..32 + len]).unwrap();
+                }
+            }
+            b.on_frame(&v);
+            a.on_sent(token);
+        }
+        n
+    }
+
+    fn pair() -> (Tagged, Tagged) {
+        let mut s = Tagged::new("receiver".into(), 32, 65536);
+        let mut r = Tagged::new("sender".into(), 32, 65536);
+        s.set_live_rails(vec![(0, 1.0), (1, 3.0)]);
+        r.set_live_rails(vec![(0, 1.0)]);
+        (s, r)
+    }
+
+    fn pattern(len: usize, seed: u8) -> Buffer {
+        Buffer::from_vec((0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect())
+    }
+
+    #[test]
+    fn fifo_matching_actual_sizes_and_striping() {
+        let (mut s, mut r) = pair();
+        let dst1 = Buffer::new(1 << 20);
+        let dst2 = Buffer::new(4096);
+        let q1 = r
+            .irecv(&[RecvBuf {
+                buf: dst1.clone(),
+                offset: 0,
+                len: 1 << 20,
+                tag: 7,
+            }])
+            .unwrap()
+            .unwrap();
+        let q2 = r
+            .irecv(&[RecvBuf {
+                buf: dst2.clone(),
+                offset: 0,
+                len: 4096,
+                tag: 7,
+            }])
+            .unwrap()
+            .unwrap();
+        // Sends posted before the CTS arrives wait for it.
+        let big = pattern(300_000, 1);
+        let small = pattern(100, 2);
+        let a = s.isend(&big, 0, 300_000, 7).unwrap().unwrap();
+        let b = s.isend(&small, 0, 100, 7).unwrap().unwrap();
+        assert_eq!(s.test_send(a).unwrap(), None);
+        deliver(&mut r, &mut s);
+        // The big send is striped 1:3 over rails 0 and 1; the small one goes on the first.
+        let out = s.take_outbox();
+        let per_rail = |rail| -> usize {
+            out.iter()
+                .filter(|o| o.0 == Some(rail) && o.1 == a)
+                .map(|o| o.2.len() - 32)
+                .sum()
+        };
+        assert_eq!(per_rail(0) + per_rail(1), 300_000);
+        assert!((per_rail(0) as f64 / 300_000.0 - 0.25).abs() < 0.01);
+        assert!(out.iter().filter(|o| o.1 == b).all(|o| o.0 == Some(0)));
+        // Deliver in reverse order: reassembly in place does not care.
+        for (_, token, body) in out.into_iter().rev() {
+            if let FrameBody::Chunk {
+                header,
+                buf,
+                offset,
+                len,
+            } = body
+            {
+                let mut v = header.to_vec();
+                v.extend_from_slice(&buf.to_vec()[offset..offset + len]);
+                r.on_frame(&v);
+                r.on_frame(&v); // duplicates are ignored
+                s.on_sent(token);
+            }
+        }
+        assert_eq!(r.test_recv(q1).unwrap(), Some(vec![300_000]));
+        assert_eq!(r.test_recv(q2).unwrap(), Some(vec![100]));
+        assert_eq!(&dst1.to_vec()[..300_000], &big.to_vec()[..]);
+        assert_eq!(&dst2.to_vec()[..100], &small.to_vec()[..]);
+        assert_eq!(s.test_send(a).unwrap(), Some(300_000));
+        assert_eq!(s.test_send(b).unwrap(), Some(100));
+        assert!(s.test_send(a).is_err(), "a completed request is gone");
+    }
+
+    #[test]
+    fn larger_send_fails_on_both_ends_naming_both_sizes() {
+        let (mut s, mut r) = pair();
+        let q = r
+            .irecv(&[RecvBuf {
+                buf: Buffer::new(64),
+                offset: 0,
+                len: 64,
+                tag: 1,
+            }])
+            .unwrap()
+            .unwrap();
+        deliver(&mut r, &mut s);
+        let id = s.isend(&pattern(65, 0), 0, 65, 1).unwrap().unwrap();
+        let e = s.test_send(id).unwrap_err().to_string();
+        assert!(
+            e.contains("send of 65 bytes") && e.contains("receive of 64 bytes"),
+            "{e}"
+        );
+        deliver(&mut s, &mut r);
+        let e = r.test_recv(q).unwrap_err().to_string();
+        assert!(
+            e.contains("send of 65 bytes") && e.contains("receive of 64 bytes"),
+            "{e}"
+        );
+        // The connection goes on: the next pair matches.
+        let q = r
+            .irecv(&[RecvBuf {
+                buf: Buffer::new(64),
+                offset: 0,
+                len: 64,
+                tag: 1,
+            }])
+            .unwrap()
+            .unwrap();
+        deliver(&mut r, &mut s);
+        let id = s.isend(&pattern(0, 0), 0, 0, 1).unwrap().unwrap();
+        deliver(&mut s, &mut r);
+        assert_eq!(r.test_recv(q).unwrap(), Some(vec![0]));
+        assert_eq!(s.test_send(id).unwrap(), Some(0));
+    }
+
+    #[test]
+    fn grouped_receive_matches_by_tag_and_rejects_strangers() {
+        let (mut s, mut r) = pair();
+        let bufs: Vec<RecvBuf> = (0..3)
+            .map(|t| RecvBuf {
+                buf: Buffer::new(1000),
+                offset: 0,
+                len: 1000,
+                tag: 10 + t,
+            })
+            .collect();
+        let q = r.irecv(&bufs).unwrap().unwrap();
+        deliver(&mut r, &mut s);
+        let x = s.isend(&pattern(5, 0), 0, 5, 12).unwrap().unwrap();
+        let y = s.isend(&pattern(9, 0), 0, 9, 99).unwrap().unwrap();
+        let e = s.test_send(y).unwrap_err().to_string();
+        assert!(e.contains("tag 99") && e.contains("[10, 11]"), "{e}");
+        let z = s.isend(&pattern(7, 0), 0, 7, 10).unwrap().unwrap();
+        let w = s.isend(&pattern(3, 0), 0, 3, 11).unwrap().unwrap();
+        deliver(&mut s, &mut r);
+        assert_eq!(r.test_recv(q).unwrap(), Some(vec![7, 3, 5]));
+        for id in [x, z, w] {
+            assert!(s.test_send(id).unwrap().is_some());
+        }
+    }
+
+    #[test]
+    fn at_least_32_in_flight_then_not_now() {
+        let (mut s, mut r) = pair();
+        let buf = Buffer::new(8);
+        for _ in 0..32 {
+            assert!(s.isend(&buf, 0, 8, 0).unwrap().is_some());
+            assert!(r
+                .irecv(&[RecvBuf {
+                    buf: buf.clone(),
+                    offset: 0,
+                    len: 8,
+                    tag: 0
+                }])
+                .unwrap()
+                .is_some());
+        }
+        assert!(s.isend(&buf, 0, 8, 0).unwrap().is_none());
+        assert!(r.irecv(&[]).is_err());
+        assert!(s.isend(&buf, 4, 8, 0).is_err(), "range past the buffer");
+        s.fail(MeshError::Closed("test".into()));
+        assert!(s.test_send(0).is_err());
+        assert!(s.isend(&buf, 0, 1, 0).is_err());
+    }
+
+    #[test]
+    fn garbage_frames_fail_the_connection_without_panicking() {
+        let (_, mut r) = pair();
+        r.on_frame(&[1, 2, 3]);
+        assert!(matches!(r.failure(), Some(MeshError::Protocol { .. })));
+        let (_, mut r) = pair();
+        let mut d = FrameRepr {
+            seq: 5,
+            total: 4,
+            ..FrameRepr::new(FrameKind::Data)
+        }
+        .to_bytes()
+        .to_vec();
+        d.extend_from_slice(&[0; 4]);
+        r.on_frame(&d);
+        let e = r.failure().unwrap().to_string();
+        assert!(e.contains("never posted"), "{e}");
+    }
+}

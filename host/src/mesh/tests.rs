@@ -1,0 +1,331 @@
+//! End-to-end tests of the mesh transport inside one process, over loopback addresses whose
+//! declared prefixes make the subnets of a real mesh (127.0.L.N/24 = link L, node N): direct
+//! pairs, two rails, a relayed ring, refusals. Every wait is bounded.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::topo::IfAddr;
+
+const T: Duration = Duration::from_secs(20);
+
+fn nic(dev: &str, addr: &str, gbps: f64) -> NicSpec {
+    let (ip, p) = addr.split_once('/').unwrap();
+    NicSpec {
+        device: dev.into(),
+        port: 1,
+        netdev: "lo".into(),
+        addr: IfAddr {
+            ip: ip.parse::<IpAddr>().unwrap(),
+            prefix_len: p.parse().unwrap(),
+        },
+        gbps,
+    }
+}
+
+fn node(nics: Vec<NicSpec>) -> MeshNode {
+    node_with(nics, |_| {})
+}
+
+fn node_with(nics: Vec<NicSpec>, f: impl FnOnce(&mut MeshConfig)) -> MeshNode {
+    let mut c = MeshConfig {
+        nics: Some(nics),
+        handshake_timeout: Duration::from_secs(10),
+        ..MeshConfig::default()
+    };
+    f(&mut c);
+    MeshNode::new(c).unwrap()
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2654435761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn connect(a: &MeshNode, b: &MeshNode) -> (SendComm, RecvComm) {
+    let l = b.listen().unwrap();
+    let mut c = a.connect(l.handle());
+    let start = Instant::now();
+    let (mut s, mut r) = (None, None);
+    while s.is_none() || r.is_none() {
+        assert!(start.elapsed() < T, "connection not up in time");
+        if s.is_none() {
+            s = c.poll().unwrap();
+        }
+        if r.is_none() {
+            r = l.accept().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    (s.unwrap(), r.unwrap())
+}
+
+/// Sends `sizes` (one message each, in flight together) and checks every byte and size.
+fn exchange(s: &SendComm, r: &RecvComm, sizes: &[usize], seed: u32) {
+    let mut recvs = Vec::new();
+    let mut sends = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let dst = Buffer::new(n + 64);
+        let q = r
+            .irecv(&[RecvBuf {
+                buf: dst.clone(),
+                offset: 0,
+                len: n + 64,
+                tag: 3,
+            }])
+            .unwrap()
+            .expect("room for the receive");
+        recvs.push((q, dst, n, i));
+        let src = pattern(n, seed + i as u32);
+        let p = s
+            .isend(&Buffer::from_vec(src.clone()), 0, n, 3)
+            .unwrap()
+            .expect("room for the send");
+        sends.push((p, src));
+    }
+    for (p, src) in &sends {
+        assert_eq!(p.wait(T).unwrap(), src.len());
+    }
+    for ((q, dst, n, _), (_, src)) in recvs.iter().zip(&sends) {
+        assert_eq!(q.wait(T).unwrap(), vec![*n], "actual size reported");
+        assert!(dst.to_vec()[..*n] == src[..], "data of a {n}-byte message");
+    }
+}
+
+#[test]
+fn direct_pair_many_sizes_and_forty_in_flight() {
+    let a = node(vec![nic("soft_a", "127.0.1.1/24", 10.0)]);
+    let b = node(vec![nic("soft_b", "127.0.1.2/24", 10.0)]);
+    let (s, r) = connect(&a, &b);
+    assert!(s.route().via.is_empty());
+    assert_eq!(s.route().links.len(), 1);
+    exchange(&s, &r, &[0, 1, 127, 128, 4096, 65536, 65537, 300_001], 1);
+    let sizes: Vec<usize> = (0..40).map(|i| 1000 + i * 37).collect();
+    exchange(&s, &r, &sizes, 9);
+    let ca = a.nic_counters();
+    let sent: usize = [0, 1, 127, 128, 4096, 65536, 65537, 300_001]
+        .iter()
+        .sum::<usize>()
+        + sizes.iter().sum::<usize>();
+    assert_eq!(ca[0].counters.tx_data_bytes, sent as u64);
+    assert_eq!(b.nic_counters()[0].counters.rx_data_bytes, sent as u64);
+}
+
+#[test]
+fn larger_send_is_refused_on_both_ends() {
+    let a = node(vec![nic("soft_a", "127.0.2.1/24", 10.0)]);
+    let b = node(vec![nic("soft_b", "127.0.2.2/24", 10.0)]);
+    let (s, r) = connect(&a, &b);
+    let q = r
+        .irecv(&[RecvBuf {
+            buf: Buffer::new(100),
+            offset: 0,
+            len: 100,
+            tag: 0,
+        }])
+        .unwrap()
+        .unwrap();
+    let p = s.isend(&Buffer::new(200), 0, 200, 0).unwrap().unwrap();
+    let e = p.wait(T).unwrap_err().to_string();
+    assert!(e.contains("200 bytes") && e.contains("100 bytes"), "{e}");
+    let e = q.wait(T).unwrap_err().to_string();
+    assert!(e.contains("200 bytes") && e.contains("100 bytes"), "{e}");
+    exchange(&s, &r, &[50], 4);
+}
+
+#[test]
+fn two_rails_split_by_weight() {
+    let a = node(vec![
+        nic("soft_a0", "127.0.3.1/24", 30.0),
+        nic("soft_a1", "127.0.4.1/24", 10.0),
+    ]);
+    let b = node(vec![
+        nic("soft_b0", "127.0.3.2/24", 30.0),
+        nic("soft_b1", "127.0.4.2/24", 10.0),
+    ]);
+    let (s, r) = connect(&a, &b);
+    assert_eq!(s.route().links.len(), 2, "{}", s.route());
+    exchange(&s, &r, &[4 << 20, 4 << 20], 5);
+    let c = a.nic_counters();
+    let (r0, r1) = (c[0].counters.tx_data_bytes, c[1].counters.tx_data_bytes);
+    assert_eq!(r0 + r1, 8 << 20);
+    let share = r0 as f64 / (8 << 20) as f64;
+    assert!((share - 0.75).abs() < 0.01, "rail 0 carried {share}");
+    // Small messages use the first (fastest) rail only.
+    exchange(&s, &r, &[1000; 10], 6);
+    let c2 = a.nic_counters();
+    assert_eq!(c2[1].counters.tx_data_bytes, r1);
+}
+
+#[test]
+fn ring_of_four_relays_byte_exact() {
+    // n0 -l10- n1 -l11- n2 -l12- n3 -l13- n0
+    let n: Vec<MeshNode> = (0..4u8)
+        .map(|i| {
+            let left = 10 + (i + 3) % 4;
+            let right = 10 + i;
+            node(vec![
+                nic(
+                    &format!("soft_n{i}r"),
+                    &format!("127.0.{right}.{}/24", i + 1),
+                    10.0,
+                ),
+                nic(
+                    &format!("soft_n{i}l"),
+                    &format!("127.0.{left}.{}/24", i + 1),
+                    10.0,
+                ),
+            ])
+        })
+        .collect();
+    // Neighbours connect first (as a ring collective would), learning each other.
+    let mut keep = Vec::new();
+    for i in 0..4 {
+        keep.push(connect(&n[i], &n[(i + 1) % 4]));
+    }
+    let (s, r) = connect(&n[0], &n[2]);
+    assert_eq!(s.route().via.len(), 1, "{}", s.route());
+    exchange(&s, &r, &[0, 5, 70_000, 1 << 20], 7);
+    let (s2, r2) = connect(&n[3], &n[1]);
+    assert_eq!(s2.route().via.len(), 1);
+    exchange(&s2, &r2, &[123_457], 8);
+    let relayed: u64 = n
+        .iter()
+        .flat_map(|x| x.nic_counters())
+        .map(|c| c.counters.relayed_bytes)
+        .sum();
+    assert_eq!(relayed, (5 + 70_000 + (1 << 20) + 123_457) as u64);
+}
+
+#[test]
+fn unreachable_without_relay_fails_fast_naming_addresses() {
+    let a = node_with(vec![nic("soft_a", "127.0.20.1/24", 10.0)], |c| {
+        c.relay = false
+    });
+    let b = node(vec![nic("soft_b", "127.0.21.2/24", 10.0)]);
+    let l = b.listen().unwrap();
+    let start = Instant::now();
+    let e = a.connect(l.handle()).poll().unwrap_err().to_string();
+    assert!(start.elapsed() < Duration::from_millis(100));
+    assert!(
+        e.contains("127.0.21.2/24") && e.contains("127.0.20.1/24") && e.contains("RDMESH_RELAY=0"),
+        "{e}"
+    );
+    // With relaying on but nobody to relay: no path, addresses named.
+    let a = node(vec![nic("soft_a", "127.0.22.1/24", 10.0)]);
+    let e = a.connect(l.handle()).wait(T).unwrap_err().to_string();
+    assert!(
+        e.contains("no relay path") && e.contains("127.0.21.2/24"),
+        "{e}"
+    );
+}
+
+#[test]
+fn handshake_timeout_names_the_addresses_tried() {
+    let a = node_with(vec![nic("soft_a", "127.0.23.1/24", 10.0)], |c| {
+        c.handshake_timeout = Duration::from_millis(600)
+    });
+    // A handle for a node that is not there (nothing listens on its port).
+    let port = std::net::TcpListener::bind("127.0.23.9:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ghost = Handle::new(
+        NodeInfo {
+            id: 42,
+            tcp_port: port,
+            relays: true,
+            addrs: vec![IfAddr {
+                ip: "127.0.23.9".parse().unwrap(),
+                prefix_len: 24,
+            }],
+        },
+        1,
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut c = a.connect(&ghost);
+    assert!(c.poll().unwrap().is_none(), "connect returns at once");
+    let e = c.wait(T).unwrap_err().to_string();
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert!(
+        e.contains(&format!("127.0.23.9:{port}")) && e.contains("timed out"),
+        "{e}"
+    );
+}
+
+#[test]
+fn auth_key_accepts_holders_and_refuses_others() {
+    let key = |k: &'static [u8]| move |c: &mut MeshConfig| c.auth_key = auth::AuthKey::new(k);
+    let a = node_with(vec![nic("soft_a", "127.0.24.1/24", 10.0)], key(b"s3cret"));
+    let b = node_with(vec![nic("soft_b", "127.0.24.2/24", 10.0)], key(b"s3cret"));
+    let (s, r) = connect(&a, &b);
+    exchange(&s, &r, &[10], 1);
+    let wrong = node_with(vec![nic("soft_c", "127.0.24.3/24", 10.0)], key(b"other"));
+    let l = b.listen().unwrap();
+    let e = wrong.connect(l.handle()).wait(T).unwrap_err().to_string();
+    assert!(
+        e.contains("authentication") && e.contains("RDMESH_AUTH_KEY"),
+        "{e}"
+    );
+    let none = node(vec![nic("soft_d", "127.0.24.4/24", 10.0)]);
+    let e = none.connect(l.handle()).wait(T).unwrap_err().to_string();
+    assert!(e.contains("has no RDMESH_AUTH_KEY"), "{e}");
+    let l2 = none.listen().unwrap();
+    let e = a.connect(l2.handle()).wait(T).unwrap_err().to_string();
+    assert!(e.contains("does not use RDMESH_AUTH_KEY"), "{e}");
+    assert!(l.accept().unwrap().is_none() && l2.accept().unwrap().is_none());
+}
+
+#[test]
+fn closed_peer_fails_pending_receives() {
+    let a = node(vec![nic("soft_a", "127.0.25.1/24", 10.0)]);
+    let b = node(vec![nic("soft_b", "127.0.25.2/24", 10.0)]);
+    let (s, r) = connect(&a, &b);
+    let q = r
+        .irecv(&[RecvBuf {
+            buf: Buffer::new(8),
+            offset: 0,
+            len: 8,
+            tag: 0,
+        }])
+        .unwrap()
+        .unwrap();
+    drop(s);
+    let e = q.wait(T).unwrap_err().to_string();
+    assert!(e.contains("closed"), "{e}");
+}
+
+#[test]
+fn line_of_four_finds_a_two_relay_path_by_asking_neighbours() {
+    // a -l30- b -l31- c -l32- d; a knows only b (and d's handle).
+    let a = node(vec![nic("soft_a", "127.0.30.1/24", 10.0)]);
+    let b = node(vec![
+        nic("soft_b0", "127.0.30.2/24", 10.0),
+        nic("soft_b1", "127.0.31.2/24", 10.0),
+    ]);
+    let c = node(vec![
+        nic("soft_c0", "127.0.31.3/24", 10.0),
+        nic("soft_c1", "127.0.32.3/24", 10.0),
+    ]);
+    let d = node(vec![nic("soft_d", "127.0.32.4/24", 10.0)]);
+    let _ab = connect(&a, &b);
+    let _bc = connect(&b, &c);
+    let _cd = connect(&c, &d);
+    assert!(
+        a.known_nodes().iter().all(|n| n.id != c.id()),
+        "a has not heard of c yet"
+    );
+    let (s, r) = connect(&a, &d);
+    assert_eq!(s.route().via.len(), 2, "{}", s.route());
+    exchange(&s, &r, &[1, 200_000], 11);
+}

@@ -1,0 +1,109 @@
+//! Ring of four (root; CI runs as root): four network namespaces, each node linked only to its
+//! two neighbours (n0–n1 192.168.110.0/24, n1–n2 .111, n2–n3 .112, n3–n0 .113), as four DGX
+//! Sparks with two ports each must be cabled. Neighbours connect first (as a ring collective
+//! does); then the two non-adjacent pairs connect in both directions, through a relay found
+//! by shortest path over the topology the nodes exchanged. Every byte is checked at the
+//! receivers, and the relays' counters show they forwarded exactly the non-adjacent traffic.
+
+mod netns_common;
+
+use std::time::Duration;
+
+use netns_common::{child_main, is_child, route_of, Endpoint};
+use rdmesh_tests::NetnsFabric;
+
+const T: Duration = Duration::from_secs(60);
+
+#[test]
+fn netns_ring_relay() {
+    if is_child() {
+        child_main();
+        return;
+    }
+    if !NetnsFabric::available() {
+        return;
+    }
+    let f = NetnsFabric::new("ring", 4);
+    for i in 0..4 {
+        let j = (i + 1) % 4;
+        let net = 110 + i;
+        f.link(
+            i,
+            &format!("r{i}n"),
+            &format!("192.168.{net}.{}/24", i + 1),
+            j,
+            &format!("r{j}p"),
+            &format!("192.168.{net}.{}/24", j + 1),
+            9000,
+        );
+    }
+    let env = [("RDMESH_MESH_TIMEOUT_MS", "30000")];
+    let mut ep: Vec<Endpoint> = (0..4)
+        .map(|i| Endpoint::spawn(&f, i, "netns_ring_relay", &format!("n{i}"), &env))
+        .collect();
+    let mut handle = vec![vec![String::new(); 4]; 4];
+    for x in 0..4 {
+        for y in 0..4 {
+            if x != y {
+                handle[x][y] = ep[x].listen(&format!("from{y}"));
+            }
+        }
+    }
+    let mut connect = |ep: &mut Vec<Endpoint>, x: usize, y: usize| -> serde_json::Value {
+        let h = handle[y][x].clone();
+        ep[x].cmd(&format!("connect to{y} {h}"));
+        ep[y].cmd(&format!("accept from{x} from{x}"));
+        let route = route_of(&ep[x].expect(&format!("@@CONNECTED to{y} "), T));
+        ep[y].expect(&format!("@@ACCEPTED from{x} "), T);
+        route
+    };
+    for x in 0..4 {
+        for y in [(x + 1) % 4, (x + 3) % 4] {
+            let r = connect(&mut ep, x, y);
+            assert!(r["via"].as_array().unwrap().is_empty(), "neighbours are direct: {r}");
+        }
+    }
+    let far = [(0, 2), (2, 0), (1, 3), (3, 1)];
+    for &(x, y) in &far {
+        let r = connect(&mut ep, x, y);
+        let via = r["via"].as_array().unwrap();
+        assert_eq!(via.len(), 1, "one relay between {x} and {y}: {r}");
+        let relay = via[0].as_str().unwrap();
+        assert!(
+            relay == ep[(x + 1) % 4].node_id || relay == ep[(x + 3) % 4].node_id,
+            "the relay is a neighbour of both: {r}"
+        );
+    }
+    // Every directed pair sends; distinct sizes, every byte checked by the receiver.
+    let mut far_bytes = 0;
+    let mut pairs = Vec::new();
+    for x in 0..4 {
+        for y in 0..4 {
+            if x == y {
+                continue;
+            }
+            let p = (x * 4 + y) as u64;
+            let (count, size) = (2 + p % 3, 70_001 + 33_331 * p);
+            if far.contains(&(x, y)) {
+                far_bytes += count * size;
+            }
+            ep[x].cmd(&format!("send to{y} {count} {size} {}", 1000 * p));
+            ep[y].cmd(&format!("recv from{x} {count} {size} {}", 1000 * p));
+            pairs.push((x, y, count * size));
+        }
+    }
+    for (x, y, bytes) in pairs {
+        let l = ep[x].expect(&format!("@@SENT to{y} "), T);
+        assert!(l.ends_with(&format!(" {bytes}")), "{l}");
+        let l = ep[y].expect(&format!("@@RECEIVED from{x} "), T);
+        assert!(l.ends_with(&format!(" {bytes}")), "{l}");
+    }
+    let mut relayed = 0;
+    for e in ep.iter_mut() {
+        let c = e.counters();
+        for nic in c.as_array().unwrap() {
+            relayed += nic["counters"]["relayed_bytes"].as_u64().unwrap();
+        }
+    }
+    assert_eq!(relayed, far_bytes, "relays forwarded exactly the non-adjacent data");
+}
