@@ -251,7 +251,16 @@ impl NetnsFabric {
         self.exec(
             a,
             &[
-                "ip", "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns",
+                "ip",
+                "link",
+                "add",
+                a_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                b_if,
+                "netns",
                 &self.names[b],
             ],
         );
@@ -264,7 +273,10 @@ impl NetnsFabric {
 
     /// Sets interface `ifn` of namespace `i` up or down.
     pub fn set_link(&self, i: usize, ifn: &str, up: bool) {
-        self.exec(i, &["ip", "link", "set", ifn, if up { "up" } else { "down" }]);
+        self.exec(
+            i,
+            &["ip", "link", "set", ifn, if up { "up" } else { "down" }],
+        );
     }
 
     /// A command that runs `program` inside namespace `i`.

@@ -41,15 +41,21 @@ fn netns_ring_relay() {
     let mut ep: Vec<Endpoint> = (0..4)
         .map(|i| Endpoint::spawn(&f, i, "netns_ring_relay", &format!("n{i}"), &env))
         .collect();
-    let mut handle = vec![vec![String::new(); 4]; 4];
-    for x in 0..4 {
-        for y in 0..4 {
-            if x != y {
-                handle[x][y] = ep[x].listen(&format!("from{y}"));
-            }
-        }
-    }
-    let mut connect = |ep: &mut Vec<Endpoint>, x: usize, y: usize| -> serde_json::Value {
+    // handle[x][y]: x's listener for connections from y.
+    let handle: Vec<Vec<String>> = (0..4)
+        .map(|x| {
+            (0..4)
+                .map(|y| {
+                    if x == y {
+                        String::new()
+                    } else {
+                        ep[x].listen(&format!("from{y}"))
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let connect = |ep: &mut Vec<Endpoint>, x: usize, y: usize| -> serde_json::Value {
         let h = handle[y][x].clone();
         ep[x].cmd(&format!("connect to{y} {h}"));
         ep[y].cmd(&format!("accept from{x} from{x}"));
@@ -60,7 +66,10 @@ fn netns_ring_relay() {
     for x in 0..4 {
         for y in [(x + 1) % 4, (x + 3) % 4] {
             let r = connect(&mut ep, x, y);
-            assert!(r["via"].as_array().unwrap().is_empty(), "neighbours are direct: {r}");
+            assert!(
+                r["via"].as_array().unwrap().is_empty(),
+                "neighbours are direct: {r}"
+            );
         }
     }
     let far = [(0, 2), (2, 0), (1, 3), (3, 1)];
@@ -105,5 +114,8 @@ fn netns_ring_relay() {
             relayed += nic["counters"]["relayed_bytes"].as_u64().unwrap();
         }
     }
-    assert_eq!(relayed, far_bytes, "relays forwarded exactly the non-adjacent data");
+    assert_eq!(
+        relayed, far_bytes,
+        "relays forwarded exactly the non-adjacent data"
+    );
 }

@@ -74,7 +74,10 @@ fn netns_spark_pair() {
     assert_eq!(nic_counter(&c2, "sa0", "rail_failures"), 0, "{c2}");
     let d0 = nic_counter(&c2, "sa0", "tx_data_bytes") as f64 - r0;
     let d1 = nic_counter(&c2, "sa1", "tx_data_bytes") as f64 - r1;
-    assert!(d1 > 0.0, "the second link carried part of the transfer before it went down");
+    assert!(
+        d1 > 0.0,
+        "the second link carried part of the transfer before it went down"
+    );
     assert!(
         d0 + d1 >= (64 * MIB) as f64,
         "resent chunks count twice, nothing is lost: {d0} + {d1}"

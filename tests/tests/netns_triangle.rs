@@ -41,7 +41,15 @@ fn netns_triangle() {
     for (x, y) in [(0, 1), (1, 2), (0, 2)] {
         let (ix, ax) = iface(x, y);
         let (iy, ay) = iface(y, x);
-        f.link(x, &ix, &format!("{ax}/24"), y, &iy, &format!("{ay}/24"), 9000);
+        f.link(
+            x,
+            &ix,
+            &format!("{ax}/24"),
+            y,
+            &iy,
+            &format!("{ay}/24"),
+            9000,
+        );
     }
     let env = [("RDMESH_MESH_TIMEOUT_MS", "30000")];
     let mut ep: Vec<Endpoint> = (0..3)
@@ -144,7 +152,13 @@ fn netns_triangle() {
     for p in pairs {
         assert!(p["error"].is_null(), "{p}");
         assert!(p["gbps"].as_f64().is_some_and(|g| g > 0.0), "{p}");
-        assert!(p["route"].as_str().unwrap().starts_with("direct over 1 rail"), "{p}");
+        assert!(
+            p["route"]
+                .as_str()
+                .unwrap()
+                .starts_with("direct over 1 rail"),
+            "{p}"
+        );
     }
     ep[1].expect("@@BENCHDONE", T);
     ep[2].expect("@@BENCHDONE", T);

@@ -38,6 +38,8 @@ pub struct DeviceChoice {
     pub raw_receive: bool,
     /// Test fault: corrupt the ICRC of this sent packet (1-based; `SoftConfig::corrupt_tx_icrc`).
     pub corrupt_tx_icrc: Option<u64>,
+    /// Seeded impairment of this end's packets (`SoftConfig::impair`).
+    pub impair: Option<crate::soft::Impairment>,
 }
 
 /// A benchmark end.
@@ -62,6 +64,7 @@ impl Endpoint {
         cfg.capture_received = choice.capture_received;
         cfg.raw_receive = choice.raw_receive;
         cfg.corrupt_tx_icrc = choice.corrupt_tx_icrc;
+        cfg.impair = choice.impair;
         let device = match choice.udp_port {
             Some(p) => {
                 cfg.udp_port = p;

@@ -1,5 +1,6 @@
 //! `rdmesh bench`: perftest-shaped bandwidth and latency tests over the verbs API.
 
+pub mod counters;
 pub mod endpoint;
 pub mod oob;
 pub mod pattern;

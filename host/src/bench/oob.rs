@@ -5,16 +5,23 @@
 //! payload, big-endian. The version must match; lengths are checked against each type's size;
 //! every read times out with an error naming the peer.
 
-use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr, TcpStream};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::framing::{FramedStream, Protocol};
 
 /// Protocol version of the exchange.
 pub const VERSION: u16 = 1;
-const MAGIC: &[u8; 4] = b"RDMS";
 const MAX_PAYLOAD: u32 = 4096;
+
+/// The exchange's framing ([`crate::framing`]): magic `"RDMS"`, [`VERSION`], 4 KiB payloads.
+static PROTOCOL: Protocol = Protocol {
+    magic: *b"RDMS",
+    version: VERSION,
+    max_payload: MAX_PAYLOAD,
+    name: "an rdmesh bench",
+};
 
 /// The test the client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +36,9 @@ pub struct Hello {
     pub max_size: u64,
     /// Slots of `max_size` bytes in the server's buffer.
     pub slots: u32,
+    /// Loss recovery both QPs use: 0 go-back-N, 1 selective repeat (byte 3 of the hello,
+    /// reserved 0 before, so older clients ask for go-back-N).
+    pub recovery: u8,
 }
 
 /// What one end tells the other about its QP and buffer.
@@ -65,8 +75,7 @@ pub struct Report {
 
 /// A framed, timed connection to the peer.
 pub struct Channel {
-    stream: TcpStream,
-    peer: String,
+    inner: FramedStream,
 }
 
 const T_HELLO: u16 = 1;
@@ -87,85 +96,31 @@ pub struct Start {
 impl Channel {
     /// Wraps a connected stream; every read and write times out after `timeout`.
     pub fn new(stream: TcpStream, timeout: Duration) -> Result<Channel> {
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
-        let io = |e| Error::io(format!("configuring the out-of-band socket to {peer}"), e);
-        stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        stream.set_write_timeout(Some(timeout)).map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
-        Ok(Channel { stream, peer })
+        Ok(Channel {
+            inner: FramedStream::new(stream, timeout, &PROTOCOL)?,
+        })
     }
 
     /// The peer's address.
     pub fn peer(&self) -> &str {
-        &self.peer
+        self.inner.peer()
     }
 
     fn err(&self, reason: impl Into<String>) -> Error {
-        Error::Exchange {
-            peer: self.peer.clone(),
-            reason: reason.into(),
-        }
+        self.inner.err(reason)
     }
 
     fn send(&mut self, ty: u16, payload: &[u8]) -> Result<()> {
-        let mut m = Vec::with_capacity(12 + payload.len());
-        m.extend_from_slice(MAGIC);
-        m.extend_from_slice(&VERSION.to_be_bytes());
-        m.extend_from_slice(&ty.to_be_bytes());
-        m.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        m.extend_from_slice(payload);
-        self.stream
-            .write_all(&m)
-            .map_err(|e| self.err(format!("sending message type {ty}: {e}")))
+        self.inner.send(ty, payload)
     }
 
     fn recv(&mut self, want: u16) -> Result<Vec<u8>> {
-        let mut h = [0u8; 12];
-        self.stream
-            .read_exact(&mut h)
-            .map_err(|e| self.read_err(e, want))?;
-        if &h[..4] != MAGIC {
-            return Err(self.err("the peer is not an rdmesh bench (bad magic); is the port right?"));
-        }
-        let version = u16::from_be_bytes([h[4], h[5]]);
-        if version != VERSION {
-            return Err(self.err(format!("peer speaks exchange version {version}, this rdmesh speaks {VERSION}; use the same rdmesh version on both ends")));
-        }
-        let ty = u16::from_be_bytes([h[6], h[7]]);
-        let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-        if len > MAX_PAYLOAD {
-            return Err(self.err(format!("message length {len} exceeds {MAX_PAYLOAD}")));
-        }
-        let mut p = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut p)
-            .map_err(|e| self.read_err(e, want))?;
-        if ty != want {
-            return Err(self.err(format!(
-                "expected message type {want}, got {ty} (the two ends run different tests?)"
-            )));
-        }
-        Ok(p)
-    }
-
-    fn read_err(&self, e: std::io::Error, want: u16) -> Error {
-        match e.kind() {
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => self.err(format!(
-                "timed out waiting for message type {want}; is the peer still running?"
-            )),
-            std::io::ErrorKind::UnexpectedEof => self.err(format!(
-                "peer closed the connection before message type {want} (see the peer's error)"
-            )),
-            _ => self.err(format!("reading message type {want}: {e}")),
-        }
+        self.inner.recv(want)
     }
 
     /// Sends the client's request.
     pub fn send_hello(&mut self, h: &Hello) -> Result<()> {
-        let mut p = vec![h.mode, u8::from(h.lat), u8::from(h.verify), 0];
+        let mut p = vec![h.mode, u8::from(h.lat), u8::from(h.verify), h.recovery];
         p.extend_from_slice(&h.max_size.to_be_bytes());
         p.extend_from_slice(&h.slots.to_be_bytes());
         self.send(T_HELLO, &p)
@@ -181,6 +136,7 @@ impl Channel {
             mode: p[0],
             lat: p[1] != 0,
             verify: p[2] != 0,
+            recovery: p[3],
             max_size: u64::from_be_bytes(p[4..12].try_into().expect("8 bytes")),
             slots: u32::from_be_bytes(p[12..16].try_into().expect("4 bytes")),
         })
@@ -316,6 +272,7 @@ mod test {
             verify: true,
             max_size: 1 << 23,
             slots: 4,
+            recovery: 1,
         };
         c.send_hello(&h).unwrap();
         let q = QpInfo {

@@ -152,6 +152,7 @@ pub fn run(opts: &BenchOptions, capture: Option<std::sync::Arc<Capture>>) -> Res
             capture_received: true,
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
+            impair: opts.impair,
         },
         (2 * slot + size) as usize,
     )?;

@@ -12,7 +12,8 @@ use crate::bench::pattern;
 use crate::bench::stats::{self, BwResult, LatResult};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
-use crate::verbs::{RecvWr, SendWr, Sge, WrOpcode};
+use crate::soft::Impairment;
+use crate::verbs::{Recovery, RecvWr, SendWr, Sge, WrOpcode};
 
 /// Which operation the benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,6 +84,30 @@ pub struct BenchOptions {
     pub raw_rx: bool,
     /// Test fault: corrupt the ICRC of this sent packet (1-based).
     pub corrupt_tx_icrc: Option<u64>,
+    /// Seeded impairment of this end's packets (with `loopback`: both ends, the server's
+    /// stream seeded with `seed + 1`).
+    pub impair: Option<Impairment>,
+    /// Loss recovery of the benchmark QPs. The client's choice travels in the hello; a server
+    /// given `None` takes it, a server given another mode refuses the client.
+    /// Client default: go-back-N.
+    pub recovery: Option<Recovery>,
+    /// Print the QP and device counters of each end at the end (`key=value` lines, see
+    /// [`crate::bench::counters`]).
+    pub counters: bool,
+}
+
+/// The hello's code of a recovery mode.
+fn recovery_code(r: Recovery) -> u8 {
+    match r {
+        Recovery::GoBackN => 0,
+        Recovery::Selective => 1,
+    }
+}
+
+fn recovery_from_code(c: u8) -> Option<Recovery> {
+    [Recovery::GoBackN, Recovery::Selective]
+        .into_iter()
+        .find(|&r| recovery_code(r) == c)
 }
 
 /// Bytes of buffer the client asks for per side.
@@ -149,6 +174,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             capture_received: false,
             raw_receive: false,
             corrupt_tx_icrc: None,
+            impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
         };
         let client_choice = DeviceChoice {
             addr: lo,
@@ -157,6 +183,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             capture_received: false,
             raw_receive: false,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
+            impair: opts.impair,
         };
         let sopts = opts.clone();
         let server = std::thread::Builder::new()
@@ -204,6 +231,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             capture_received: true,
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
+            impair: opts.impair,
         };
         client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     } else {
@@ -235,6 +263,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             capture_received: true,
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
+            impair: opts.impair,
         };
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
@@ -272,6 +301,15 @@ fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
     println!(
         " Provider: soft (RoCEv2 over UDP)   Transport: RC   MTU: {mtu}   TX depth: {TX_DEPTH}"
     );
+    if opts.recovery.is_some() || opts.impair.is_some() {
+        println!(
+            " Recovery: {:?}   Impairment: {}",
+            opts.recovery.unwrap_or_default(),
+            opts.impair
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "none".into())
+        );
+    }
     println!(
         " local  address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} GID {} UDP {}",
         ep.qp.qp_num(),
@@ -300,14 +338,17 @@ pub enum SizeResult {
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
+    let recovery = opts.recovery.unwrap_or_default();
     ch.send_hello(&Hello {
         mode: opts.mode.code(),
         lat: opts.lat,
         verify: opts.verify,
         max_size,
         slots,
+        recovery: recovery_code(recovery),
     })?;
     let ep = Endpoint::open(choice, (max_size * u64::from(slots)) as usize)?;
+    ep.qp.set_recovery(recovery)?;
     ch.send_qp_info(&ep.info())?;
     let peer = ch.recv_qp_info()?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
@@ -369,6 +410,9 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
     }
     println!("{}", stats::RULE);
     tracing::info!(qp = ?ep.qp.counters(), device = ?ep.device.counters(), "client counters");
+    if opts.counters {
+        print_counters("client", &ep);
+    }
     if opts.verify {
         println!(" Verified {total_verified} bytes against the pattern: all correct");
     }
@@ -398,7 +442,20 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
                 hello.slots, hello.max_size
             ))
         })?;
+    let recovery = recovery_from_code(hello.recovery).ok_or_else(|| {
+        Error::Bench(format!(
+            "client asked for unknown recovery mode {}",
+            hello.recovery
+        ))
+    })?;
+    if opts.recovery.is_some_and(|r| r != recovery) {
+        return Err(Error::Bench(format!(
+            "client uses {recovery:?} loss recovery but this server was started with {:?}; give both the same --recovery",
+            opts.recovery.unwrap_or_default()
+        )));
+    }
     let ep = Endpoint::open(choice, buf_len as usize)?;
+    ep.qp.set_recovery(recovery)?;
     if mode == Mode::Read && hello.verify {
         ep.mr.with(|b| {
             for (s, chunk) in b.chunks_mut(hello.max_size as usize).enumerate() {
@@ -417,7 +474,10 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
         let start = match ch.recv_start() {
             Ok(s) => s,
             Err(Error::Exchange { reason, .. }) if reason.contains("closed the connection") => {
-                break
+                if opts.counters {
+                    print_counters("server", &ep);
+                }
+                break;
             }
             Err(e) => return Err(e),
         };
@@ -463,6 +523,19 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
         }
     }
     Ok(())
+}
+
+/// Prints the `--counters` lines of one end.
+fn print_counters(role: &str, ep: &Endpoint) {
+    // Device first: every packet the device counts was produced by the QP before, so the QP's
+    // counts read afterwards are never behind the device's.
+    let device = ep.device.counters();
+    let qp = ep.qp.counters();
+    println!(
+        "{}",
+        crate::bench::counters::qp_line(role, ep.qp.qp_num(), &qp)
+    );
+    println!("{}", crate::bench::counters::device_line(role, &device));
 }
 
 /// Checks the server buffer after a WRITE run of `count` messages: slot `s` (at `s · stride`)

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::bench::{BenchOptions, Mode};
 use crate::error::{Error, Result};
 
+pub mod bench_mesh;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
@@ -61,10 +62,14 @@ pub enum PcapCommand {
 
 /// `rdmesh bench` arguments (perftest's flags where they exist).
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BenchArgs {
+    /// `mesh`: the all-pairs bandwidth matrix of mesh endpoints (see docs/mesh.md).
+    #[command(subcommand)]
+    pub suite: Option<BenchSuite>,
     /// Operation to test.
-    #[arg(value_enum)]
-    pub mode: Mode,
+    #[arg(value_enum, required = true)]
+    pub mode: Option<Mode>,
     /// Server to connect to; without it this process is the server.
     pub server: Option<String>,
     /// Out-of-band TCP port (perftest's -p).
@@ -126,6 +131,50 @@ pub struct BenchArgs {
     /// Test fault: send the N-th packet (1-based) with a corrupted ICRC.
     #[arg(long, hide = true)]
     pub corrupt_icrc_packet: Option<u64>,
+    /// Impair this end's packets with a seeded impairment layer (with --loopback: both ends):
+    /// comma-separated loss=P, dup=P, reorder=P, corrupt=P, delay=DURATION, delayp=P, ce=P,
+    /// seed=N, with P such as 1% or 0.01 (example: loss=1%,dup=1%,reorder=1%,corrupt=1%,delay=100us).
+    /// (Kept as text, checked by the parser, so the command enum stays small.)
+    #[arg(long, value_parser = check_impair)]
+    pub impair: Option<String>,
+    /// Loss recovery of the QPs: go-back-n (IBTA, interoperable; the default) or selective
+    /// (IRN-style selective repeat; both ends must be rdmesh). The client's choice is sent to
+    /// the server out of band.
+    #[arg(long, value_enum)]
+    pub recovery: Option<RecoveryArg>,
+    /// Print each end's QP and device counters at the end (key=value lines).
+    #[arg(long)]
+    pub counters: bool,
+}
+
+/// `--recovery` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecoveryArg {
+    /// IBTA go-back-N.
+    GoBackN,
+    /// IRN-style selective repeat.
+    Selective,
+}
+
+impl From<RecoveryArg> for crate::verbs::Recovery {
+    fn from(r: RecoveryArg) -> crate::verbs::Recovery {
+        match r {
+            RecoveryArg::GoBackN => crate::verbs::Recovery::GoBackN,
+            RecoveryArg::Selective => crate::verbs::Recovery::Selective,
+        }
+    }
+}
+
+fn check_impair(s: &str) -> std::result::Result<String, String> {
+    s.parse::<crate::soft::Impairment>()?;
+    Ok(s.to_string())
+}
+
+/// `rdmesh bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchSuite {
+    /// All-pairs bandwidth matrix of a set of mesh endpoints (docs/mesh.md).
+    Mesh(bench_mesh::MeshBenchArgs),
 }
 
 /// Parses `4096`, `64K`, `1M` (binary multiples).
@@ -149,6 +198,11 @@ impl BenchArgs {
         if self.loopback && self.server.is_some() {
             return Err(Error::Config(
                 "--loopback runs both ends; do not give a server address".into(),
+            ));
+        }
+        if self.perftest_compat && self.recovery == Some(RecoveryArg::Selective) {
+            return Err(Error::Config(
+                "--recovery selective needs an rdmesh peer; perftest peers use go-back-N".into(),
             ));
         }
         if self.compare_udp && !self.loopback {
@@ -176,7 +230,9 @@ impl BenchArgs {
             None => None,
         };
         Ok(BenchOptions {
-            mode: self.mode,
+            mode: self
+                .mode
+                .ok_or_else(|| Error::Config("give the operation: write, send or read".into()))?,
             server: self.server.clone(),
             tcp_port: self.port,
             sizes,
@@ -198,6 +254,14 @@ impl BenchArgs {
             perftest_compat: self.perftest_compat,
             raw_rx: self.raw_rx || (self.perftest_compat && !self.no_raw_rx),
             corrupt_tx_icrc: self.corrupt_icrc_packet,
+            impair: self
+                .impair
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: String| Error::Config(format!("--impair: {e}")))?,
+            recovery: self.recovery.map(Into::into),
+            counters: self.counters,
         })
     }
 }
@@ -205,7 +269,10 @@ impl BenchArgs {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Bench(args) => crate::bench::run(&args.options()?),
+        Command::Bench(args) => match &args.suite {
+            Some(BenchSuite::Mesh(m)) => bench_mesh::run(m),
+            None => crate::bench::run(&args.options()?),
+        },
         Command::Pcap {
             command: PcapCommand::Decode { file, json },
         } => pcap::decode(&file, json, &mut std::io::stdout().lock()),

@@ -180,7 +180,7 @@ impl Pump for ConnShared {
     fn pump(&self) -> PumpState {
         // The application holds the lock: it is making progress itself.
         let Ok(mut c) = self.core.try_lock() else {
-            return PumpState::Busy;
+            return PumpState::Idle;
         };
         let busy = c.progress();
         if let Some(t) = c.closing {

@@ -10,8 +10,8 @@
 //! | `RDMESH_MESH_TIMEOUT_MS` | 10000 | handshake timeout, ms |
 //! | `RDMESH_STRIPE_MIN` | 65536 | messages of at least this many bytes are striped over all rails |
 //! | `RDMESH_RAIL_GBPS` | from the NIC | `netdev=Gb/s,...`: NIC ceilings (striping weights) |
-//! | `RDMESH_IB_TIMEOUT` | 14 | QP local ACK timeout code, 4.096 µs · 2^n (14 ≈ 67 ms) |
-//! | `RDMESH_IB_RETRY_CNT` | 3 | QP transport retries before a link is declared down |
+//! | `RDMESH_IB_TIMEOUT` | 16 | QP local ACK timeout code, 4.096 µs · 2^n (16 ≈ 268 ms) |
+//! | `RDMESH_IB_RETRY_CNT` | 7 | QP transport retries before a link is declared down (16 and 7: about 2.1 s) |
 //! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
 
 use std::time::Duration;
@@ -71,8 +71,8 @@ impl Default for MeshConfig {
             udp_port: 0,
             stripe_min: 64 << 10,
             timing: QpTiming {
-                timeout: 14,
-                retry_cnt: 3,
+                timeout: 16,
+                retry_cnt: 7,
             },
             max_requests: 64,
             keepalive: Duration::from_millis(200),
@@ -151,7 +151,7 @@ mod test {
         let c = MeshConfig::default();
         assert!(c.relay);
         assert_eq!(c.max_requests, 64);
-        assert_eq!((c.timing.timeout, c.timing.retry_cnt), (14, 3));
+        assert_eq!((c.timing.timeout, c.timing.retry_cnt), (16, 7));
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct NicCounters {
     relayed_bytes: AtomicU64,
     rails_opened: AtomicU64,
     rail_failures: AtomicU64,
+    retransmitted_packets: AtomicU64,
+    ack_timeouts: AtomicU64,
 }
 
 /// A snapshot of [`NicCounters`].
@@ -40,6 +42,10 @@ pub struct NicCountersSnapshot {
     pub rails_opened: u64,
     /// Rails on this NIC that failed (link down, peer gone).
     pub rail_failures: u64,
+    /// RoCE packets its rails' QPs sent again (go-back-N or selective retransmission).
+    pub retransmitted_packets: u64,
+    /// Local ACK timeouts its rails' QPs took.
+    pub ack_timeouts: u64,
 }
 
 fn add(a: &AtomicU64, v: u64) {
@@ -76,6 +82,12 @@ impl NicCounters {
         add(&self.rail_failures, 1);
     }
 
+    /// Adds a rail's new retransmissions and ACK timeouts.
+    pub fn transport(&self, retransmitted: u64, timeouts: u64) {
+        add(&self.retransmitted_packets, retransmitted);
+        add(&self.ack_timeouts, timeouts);
+    }
+
     /// The current values.
     pub fn snapshot(&self) -> NicCountersSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -89,6 +101,8 @@ impl NicCounters {
             relayed_bytes: l(&self.relayed_bytes),
             rails_opened: l(&self.rails_opened),
             rail_failures: l(&self.rail_failures),
+            retransmitted_packets: l(&self.retransmitted_packets),
+            ack_timeouts: l(&self.ack_timeouts),
         }
     }
 }
@@ -106,6 +120,7 @@ mod test {
         c.relayed(18);
         c.rail_opened();
         c.rail_failed();
+        c.transport(3, 1);
         let s = c.snapshot();
         assert_eq!((s.tx_frames, s.tx_bytes, s.tx_data_bytes), (2, 132, 68));
         assert_eq!((s.rx_frames, s.rx_bytes, s.rx_data_bytes), (1, 50, 18));
@@ -113,5 +128,6 @@ mod test {
             (s.relayed_bytes, s.rails_opened, s.rail_failures),
             (18, 1, 1)
         );
+        assert_eq!((s.retransmitted_packets, s.ack_timeouts), (3, 1));
     }
 }

@@ -37,7 +37,7 @@ use crate::mesh::node::NodeInner;
 use crate::mesh::rail::{FrameBody, Rail, RailInfo, RailParams};
 use crate::mesh::railset::{RailSet, NO_TOKEN};
 use crate::mesh::relay::Relay;
-use crate::mesh::route::direct_rails;
+use crate::mesh::route::{direct_rails, RailChoice};
 
 /// Time reserved for a relay's own answer when it connects onward.
 const RELAY_MARGIN: Duration = Duration::from_millis(500);
@@ -131,7 +131,16 @@ pub(crate) fn client_hop(
     deadline: Instant,
 ) -> Result<Hop> {
     let specs = node.nic_specs();
-    let choices = direct_rails(&specs, &next.addrs);
+    let choices = if next.id == node.id {
+        // Two endpoints of one node (two NCCL ranks in one process): one rail from the first
+        // NIC to itself.
+        vec![RailChoice {
+            nic: 0,
+            peer_addr: specs[0].addr.ip,
+        }]
+    } else {
+        direct_rails(&specs, &next.addrs)
+    };
     if choices.is_empty() {
         return Err(hs_err(
             next,

@@ -73,6 +73,6 @@ pub use counters::NicCountersSnapshot;
 pub use error::{MeshError, Result};
 pub use handle::{Handle, NodeInfo, HANDLE_LEN};
 pub use nic::NicSpec;
-pub use node::{Connector, Listener, MeshNode, NicReport};
+pub use node::{Connector, DeviceStats, Listener, MeshNode, NicReport};
 pub use select::HcaFilter;
 pub use tagged::RecvBuf;

@@ -161,6 +161,25 @@ pub struct NicReport {
     pub gbps: f64,
     /// Counters.
     pub counters: NicCountersSnapshot,
+    /// The NIC's soft device: UDP datagrams and the drops the provider counted.
+    pub udp: DeviceStats,
+}
+
+/// A soft device's packet counters ([`crate::soft::DeviceCounters`]), as reported with a NIC.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceStats {
+    /// UDP datagrams sent.
+    pub tx_packets: u64,
+    /// UDP datagrams received.
+    pub rx_packets: u64,
+    /// Sends the kernel refused.
+    pub tx_errors: u64,
+    /// Received packets dropped for a bad ICRC.
+    pub icrc_errors: u64,
+    /// Received packets for a QP that does not exist.
+    pub unknown_qp: u64,
+    /// Received packets from an address that is not the QP's peer.
+    pub wrong_source: u64,
 }
 
 impl MeshNode {
@@ -292,6 +311,17 @@ impl MeshNode {
                 addr: n.spec.addr.to_string(),
                 gbps: n.spec.gbps,
                 counters: n.counters.snapshot(),
+                udp: {
+                    let d = n.device.counters();
+                    DeviceStats {
+                        tx_packets: d.tx_packets,
+                        rx_packets: d.rx_packets,
+                        tx_errors: d.tx_errors,
+                        icrc_errors: d.icrc_errors,
+                        unknown_qp: d.unknown_qp,
+                        wrong_source: d.wrong_source,
+                    }
+                },
             })
             .collect()
     }
@@ -333,13 +363,10 @@ impl MeshNode {
         let node = self.inner.clone();
         let target = handle.node().clone();
         node.learn(target.clone());
-        if target.id == node.id {
-            *state.lock().unwrap_or_else(|p| p.into_inner()) = ConnectState::Failed(MeshError::Request(
-                "connecting a node to itself is not supported; use the loopback address of another node".into(),
-            ));
-            return Connector { state };
-        }
-        if direct_rails(&node.nic_specs(), &target.addrs).is_empty() && !node.config.relay {
+        if target.id != node.id
+            && direct_rails(&node.nic_specs(), &target.addrs).is_empty()
+            && !node.config.relay
+        {
             let e = node.unreachable(
                 &target,
                 "no local NIC shares a subnet with it and relaying is off (RDMESH_RELAY=0)".into(),
@@ -371,7 +398,9 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
     let deadline = Instant::now() + node.config.handshake_timeout;
     let specs = node.nic_specs();
     let me = node.info();
-    let (next, path, via) = if !direct_rails(&specs, &target.addrs).is_empty() {
+    let (next, path, via) = if target.id == node.id
+        || !direct_rails(&specs, &target.addrs).is_empty()
+    {
         (target.clone(), Vec::new(), Vec::new())
     } else {
         let find = || {

@@ -100,7 +100,9 @@ impl Progress {
             }
             drop(items);
             if busy {
+                // Let the soft provider's threads (ACKs, timers) run between rounds.
                 idle_rounds = 0;
+                std::thread::yield_now();
                 continue;
             }
             idle_rounds = idle_rounds.saturating_add(1);

@@ -33,6 +33,8 @@ use crate::verbs::{
 const WR_SEND: u64 = 1 << 32;
 const WR_RECV: u64 = 2 << 32;
 const WR_CREDIT: u64 = 3 << 32;
+/// How often a rail adds its QP's transport counters to the NIC's.
+const TRANSPORT_SAMPLE: Duration = Duration::from_millis(20);
 
 /// Slot counts and sizes of one end of a rail, bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,18 +57,21 @@ pub const DATA_SLOT: u32 = (DATA_CHUNK + HEADER_LEN) as u32;
 pub const CTRL_SLOT: u32 = 1024;
 
 impl RailParams {
-    /// The end that sends message data: 32 data send slots, 64 control receive slots.
+    /// The end that sends message data: 8 data send slots, 64 control receive slots. Eight
+    /// 64 KiB frames (512 KiB, 128 packets of 4 KiB) in flight per rail keep a link busy
+    /// without bursts that overflow a receiver's queues when several connections share it
+    /// (the soft provider has no congestion control of its own yet).
     pub const DATA_SENDER: RailParams = RailParams {
-        send_slots: 32,
+        send_slots: 8,
         send_slot_size: DATA_SLOT,
         recv_slots: 64,
         recv_slot_size: CTRL_SLOT,
     };
-    /// The end that receives message data: 64 control send slots, 32 data receive slots.
+    /// The end that receives message data: 64 control send slots, 16 data receive slots.
     pub const DATA_RECEIVER: RailParams = RailParams {
         send_slots: 64,
         send_slot_size: CTRL_SLOT,
-        recv_slots: 32,
+        recv_slots: 16,
         recv_slot_size: DATA_SLOT,
     };
 }
@@ -258,6 +263,8 @@ pub struct Rail {
     inbox: VecDeque<(u32, u32)>,
     failed: Option<MeshError>,
     last_activity: Instant,
+    /// QP retransmissions and timeouts already added to the NIC's counters, and when.
+    reported_transport: (u64, u64, Instant),
 }
 
 fn random_u32() -> u32 {
@@ -354,6 +361,7 @@ impl Rail {
             inbox: VecDeque::new(),
             failed: None,
             last_activity: Instant::now(),
+            reported_transport: (0, 0, Instant::now()),
             nic,
         })
     }
@@ -600,7 +608,25 @@ impl Rail {
         if self.is_up() && !self.write_in_flight && self.freed > self.reported {
             self.write_credits();
         }
+        if self.reported_transport.2.elapsed() >= TRANSPORT_SAMPLE {
+            self.sample_transport();
+        }
         any
+    }
+
+    /// Adds the QP's new retransmissions and ACK timeouts to the NIC's counters.
+    fn sample_transport(&mut self) {
+        let c = self.qp.counters();
+        let (r, t, _) = self.reported_transport;
+        self.nic.counters.transport(
+            c.retransmitted_packets.saturating_sub(r),
+            c.timeouts.saturating_sub(t),
+        );
+        self.reported_transport = (
+            c.retransmitted_packets.max(r),
+            c.timeouts.max(t),
+            Instant::now(),
+        );
     }
 
     fn status_reason(&self, status: WcStatus) -> String {
@@ -622,12 +648,13 @@ impl Rail {
         if self.failed.is_some() {
             return;
         }
-        tracing::warn!(link = %self.link, %reason, "mesh rail failed");
+        tracing::warn!(link = %self.link, %reason, counters = ?self.qp.counters(), "mesh rail failed");
         self.failed = Some(MeshError::LinkDown {
             link: self.link.clone(),
             reason,
         });
         self.nic.counters.rail_failed();
+        self.sample_transport();
         let _ = self.qp.modify(&QpAttr::state(QpState::Err));
     }
 
@@ -725,6 +752,12 @@ impl Rail {
     /// Whether frames are in flight or received and not released.
     pub fn busy(&self) -> bool {
         self.in_flight.iter().any(Option::is_some) || !self.inbox.is_empty()
+    }
+}
+
+impl Drop for Rail {
+    fn drop(&mut self) {
+        self.sample_transport();
     }
 }
 

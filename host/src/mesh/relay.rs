@@ -5,7 +5,7 @@
 //! (the next node on the path: the target or another relay). Every frame received on one side
 //! is copied into a send slot on the other side and posted; only then is its receive slot
 //! released, which returns the credit to the sender. So the relay's buffering is bounded by
-//! its rails' slots (32 data slots of 64 KiB per rail toward the origin, 64 control slots
+//! its rails' slots (16 data slots of 64 KiB per rail toward the origin, 64 control slots
 //! toward the target): when the far side is slow, credits stop and the near sender waits.
 //! Frames are not parsed beyond their kind: end-to-end sequence numbers, offsets and the data
 //! pass through unchanged, so what the target receives is exactly what the origin sent.

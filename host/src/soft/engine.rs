@@ -8,15 +8,16 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
 use rdmesh_core::rc::{
-    Instant, RcCounters, RcQp, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode, WcStatus,
-    WorkCompletion,
+    Instant, RcCounters, RcQp, Recovery, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
 use crate::capture::Capture;
 use crate::error::{Error, Result};
-use crate::soft::headers;
+use crate::soft::impair::{ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
+use crate::soft::{ecn_rx, headers};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
@@ -32,6 +33,8 @@ const MAX_PACKET: usize = 4096 + 128;
 const POLL_INTERVAL: Duration = Duration::from_micros(500);
 /// How often the progress thread scans QP timers while packets keep arriving.
 const TIMER_SCAN_NS: u64 = 100_000;
+/// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
+const ECT0: u8 = 0b10;
 
 type Rc = RcQp<SQ_DEPTH, RQ_DEPTH>;
 
@@ -56,6 +59,8 @@ pub struct DeviceCounters {
     pub tx_errors: u64,
     /// Packets sent with a deliberately corrupted ICRC (`SoftConfig::corrupt_tx_icrc`).
     pub tx_icrc_corrupted: u64,
+    /// What the impairment layer did (`SoftConfig::impair`; all zero without one).
+    pub impair: ImpairCounters,
 }
 
 #[derive(Debug, Default)]
@@ -84,6 +89,7 @@ impl Counters {
             cnp_received: l(&self.cnp_received),
             tx_errors: l(&self.tx_errors),
             tx_icrc_corrupted: l(&self.tx_icrc_corrupted),
+            impair: ImpairCounters::default(),
         }
     }
 }
@@ -111,6 +117,10 @@ pub(crate) struct SoftDevice {
     corrupt_tx_icrc: Option<u64>,
     /// Packets handed to the kernel so far (numbering for `corrupt_tx_icrc`).
     tx_sequence: AtomicU64,
+    /// The impairment layer (`SoftConfig::impair`).
+    impair: Option<Mutex<Impairer>>,
+    /// DCQCN for every QP (`SoftConfig::dcqcn`).
+    dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
 }
 
 /// Where the progress thread receives.
@@ -141,6 +151,8 @@ struct QpCore {
     /// Receives posted in INIT, handed to the RC state machine at RTR.
     early_recvs: Vec<RecvWqe>,
     rtr: Option<RtrConfig>,
+    /// Loss recovery mode applied at RTR (`QueuePair::set_recovery`).
+    recovery: Recovery,
 }
 
 impl QpShared {
@@ -182,6 +194,9 @@ impl QpShared {
 impl SoftDevice {
     pub(crate) fn open(info: DeviceInfo, config: SoftConfig) -> Result<Arc<SoftDevice>> {
         let want = SocketAddr::new(config.addr, config.udp_port);
+        // Every packet leaves ECN-capable, ECT(0) (RFC 3168; RoCEv2 annex A17.9), so that
+        // switches mark congestion instead of dropping.
+        let tos = config.tos | ECT0;
         let domain = socket2::Domain::for_address(want);
         let sock = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
             .map_err(|e| {
@@ -208,12 +223,13 @@ impl SoftDevice {
                 "IP_MTU_DISCOVER=IP_PMTUDISC_DO",
             )?;
             setopt(sock.set_ttl(u32::from(headers::TTL)), "IP_TTL")?;
-            setopt(sock.set_tos(u32::from(config.tos)), "IP_TOS")?;
+            setopt(sock.set_tos(u32::from(tos)), "IP_TOS")?;
         } else {
             setopt(
                 sock.set_unicast_hops_v6(u32::from(headers::TTL)),
                 "IPV6_UNICAST_HOPS",
             )?;
+            setopt(sock.set_tclass_v6(u32::from(tos)), "IPV6_TCLASS")?;
             let _ = sock.set_only_v6(true);
         }
         sock.bind(&want.into())
@@ -241,6 +257,14 @@ impl SoftDevice {
         } else {
             sock.set_read_timeout(Some(POLL_INTERVAL))
                 .map_err(|e| Error::io("setting the socket read timeout", e))?;
+            let std_sock: &UdpSocket = &sock
+                .try_clone()
+                .map_err(|e| Error::io("cloning the UDP socket", e))?
+                .into();
+            setopt(
+                ecn_rx::enable(std_sock, !want.is_ipv4()),
+                "IP_RECVTOS / IPV6_RECVTCLASS",
+            )?;
             let clone = sock
                 .try_clone()
                 .map_err(|e| Error::io("cloning the UDP socket for the progress thread", e))?;
@@ -257,10 +281,12 @@ impl SoftDevice {
             counters: Counters::default(),
             next_qpn: AtomicU32::new(0x11),
             epoch: std::time::Instant::now(),
-            tos: config.tos,
+            tos,
             raw_receive: config.raw_receive,
             corrupt_tx_icrc: config.corrupt_tx_icrc,
             tx_sequence: AtomicU64::new(0),
+            impair: config.impair.map(|i| Mutex::new(Impairer::new(i))),
+            dcqcn: config.dcqcn,
         });
         let weak = Arc::downgrade(&dev);
         std::thread::Builder::new()
@@ -312,6 +338,7 @@ impl SoftDevice {
                 remote: None,
                 early_recvs: Vec::new(),
                 rtr: None,
+                recovery: Recovery::GoBackN,
             }),
         });
         qps.insert(qpn, shared.clone());
@@ -367,6 +394,15 @@ impl SoftDevice {
                     max_dest_rd_atomic: attr.max_dest_rd_atomic.expect("checked"),
                 };
                 let mut rc = Box::new(Rc::new(rtr));
+                if core.recovery != Recovery::GoBackN && !rc.set_recovery(core.recovery) {
+                    return Err(err(
+                        to,
+                        format!("the RC engine refused recovery mode {:?}", core.recovery),
+                    ));
+                }
+                if let Some(cfg) = self.dcqcn {
+                    rc.enable_dcqcn(self.now(), cfg, dcqcn_burst_bytes(cfg.line_rate_mbps));
+                }
                 for wqe in core.early_recvs.drain(..) {
                     let _ = rc.post_recv(wqe);
                 }
@@ -489,34 +525,105 @@ impl SoftDevice {
                 tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
             }
             let pkt = &buf[..n + 4];
-            match self.socket.send_to(pkt, remote) {
-                Ok(_) => bump(&self.counters.tx_packets),
+            self.transmit(pkt, remote);
+            if let Some(cap) = &self.capture {
+                cap.record(self.local, remote, self.tos, pkt);
+            }
+        }
+        // CNPs the notification point generated for CE-marked packets (28 bytes + ICRC). They
+        // bypass the impairment layer, so its accounting covers data and ACKs only.
+        let rc = core.rc.as_mut().expect("checked above");
+        while let Some(n) = rc.poll_cnp(&mut buf[..MAX_PACKET - 4]) {
+            match headers::context(self.local, remote).seal(&mut buf[..n + 4]) {
+                Ok(()) => self.send_now(&buf[..n + 4], remote),
                 Err(e) => {
-                    bump(&self.counters.tx_errors);
-                    if e.raw_os_error() == Some(nix::libc::EMSGSIZE) {
-                        tracing::error!(device = %self.info.name, %remote, bytes = pkt.len(), "packet larger than the path MTU allows (EMSGSIZE): lower the QP path_mtu or raise the interface MTU on both ends");
-                    } else {
-                        tracing::debug!(%remote, error = %e, "send failed; the retransmit timer recovers");
-                    }
+                    tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a CNP");
                 }
             }
             if let Some(cap) = &self.capture {
-                cap.record(self.local, remote, self.tos, pkt);
+                cap.record(self.local, remote, self.tos, &buf[..n + 4]);
             }
         }
         qp.drain_completions(core);
     }
 
+    /// Sends one sealed packet, through the impairment layer when there is one.
+    fn transmit(&self, pkt: &[u8], remote: SocketAddr) {
+        let Some(imp) = &self.impair else {
+            self.send_now(pkt, remote);
+            return;
+        };
+        let mut out = Vec::new();
+        imp.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .submit(self.now().0, remote, pkt, &mut out);
+        for (dst, p) in out {
+            self.send_now(&p, dst);
+        }
+    }
+
+    /// Sends the impaired packets whose hold time is over (progress thread).
+    fn release_impaired(&self) {
+        let Some(imp) = &self.impair else { return };
+        let mut out = Vec::new();
+        imp.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .release(self.now().0, &mut out);
+        for (dst, p) in out {
+            self.send_now(&p, dst);
+        }
+    }
+
+    /// Counters of the impairment layer.
+    pub(crate) fn impair_counters(&self) -> ImpairCounters {
+        self.impair
+            .as_ref()
+            .map(|i| i.lock().unwrap_or_else(|p| p.into_inner()).counters)
+            .unwrap_or_default()
+    }
+
+    /// Hands one packet to the kernel.
+    fn send_now(&self, pkt: &[u8], remote: SocketAddr) {
+        match self.socket.send_to(pkt, remote) {
+            Ok(_) => bump(&self.counters.tx_packets),
+            Err(e) => {
+                bump(&self.counters.tx_errors);
+                if e.raw_os_error() == Some(nix::libc::EMSGSIZE) {
+                    tracing::error!(device = %self.info.name, %remote, bytes = pkt.len(), "packet larger than the path MTU allows (EMSGSIZE): lower the QP path_mtu or raise the interface MTU on both ends");
+                } else {
+                    tracing::debug!(%remote, error = %e, "send failed; the retransmit timer recovers");
+                }
+            }
+        }
+    }
+
+    /// Chooses the loss recovery mode of `qp` (applied when it moves to RTR).
+    ///
+    /// Errors: [`Error::Config`] when the QP is already past INIT.
+    pub(crate) fn set_recovery(&self, qp: &QpShared, recovery: Recovery) -> Result<()> {
+        let mut core = qp.lock();
+        match core.state {
+            QpState::Reset | QpState::Init => {
+                core.recovery = recovery;
+                Ok(())
+            }
+            s => Err(Error::Config(format!(
+                "QP {:#08x} is in {s:?}: choose the recovery mode in RESET or INIT, before RTR",
+                qp.qpn
+            ))),
+        }
+    }
+
     /// A datagram from the UDP socket: the ICRC is checked under the soft provider's sending
     /// rule (IPv4 ID 0 with DF), the only header values a UDP socket can know.
-    fn receive_udp(&self, pkt: &[u8], src: SocketAddr) {
+    fn receive_udp(&self, pkt: &[u8], src: SocketAddr, ecn: u8) {
         bump(&self.counters.rx_packets);
         if !headers::context(src, self.local).verify(pkt) {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
             return;
         }
-        self.deliver(pkt, src);
+        self.deliver(pkt, src, ecn);
     }
 
     /// A datagram from the raw socket, IPv4 header included: the ICRC is checked over the
@@ -547,11 +654,11 @@ impl SoftDevice {
             tracing::debug!(src = %d.src, bytes = d.payload.len(), "ICRC mismatch: packet dropped");
             return;
         }
-        self.deliver(d.payload, d.src);
+        self.deliver(d.payload, d.src, d.ip_header[1] & 0b11);
     }
 
     /// Hands a packet whose ICRC checked out to its QP.
-    fn deliver(&self, pkt: &[u8], src: SocketAddr) {
+    fn deliver(&self, pkt: &[u8], src: SocketAddr, ecn: u8) {
         if self.capture_received {
             if let Some(cap) = &self.capture {
                 cap.record(src, self.local, self.tos, pkt);
@@ -566,9 +673,9 @@ impl SoftDevice {
             }
         };
         let hdr = parsed.transport;
-        if hdr.bth.opcode == Opcode::Cnp {
+        let is_cnp = hdr.bth.opcode == Opcode::Cnp;
+        if is_cnp {
             bump(&self.counters.cnp_received);
-            return;
         }
         let qp = self
             .qps
@@ -581,13 +688,31 @@ impl SoftDevice {
             return;
         };
         let mut core = qp.lock();
-        if !core.remote.is_some_and(|r| is_from_peer(r, src)) {
+        // CNPs may come from any source port (NICs send them from port 0 or a hashed one).
+        let from_peer = core
+            .remote
+            .is_some_and(|r| is_from_peer(r, src) || (is_cnp && r.ip() == src.ip()));
+        if !from_peer {
             bump(&self.counters.wrong_source);
             return;
         }
         let now = self.now();
+        // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
+        let ecn = match &self.impair {
+            Some(imp)
+                if (ecn == 0b10 || ecn == 0b01)
+                    && imp.lock().unwrap_or_else(|p| p.into_inner()).mark_ce() =>
+            {
+                0b11
+            }
+            _ => ecn,
+        };
         if let Some(rc) = core.rc.as_mut() {
-            rc.handle_packet(now, &hdr, parsed.payload, &mut PdMemory(&qp.pd));
+            if is_cnp {
+                rc.handle_cnp(now);
+            } else {
+                rc.handle_packet_ecn(now, &hdr, parsed.payload, ecn, &mut PdMemory(&qp.pd));
+            }
         }
         self.flush(&qp, &mut core);
     }
@@ -618,6 +743,15 @@ impl SoftDevice {
     }
 }
 
+/// The pacer's burst: what the line rate sends in one timer scan of the progress thread (the
+/// pacer is only looked at that often while nothing arrives), and at least two packets.
+fn dcqcn_burst_bytes(line_rate_mbps: u64) -> u32 {
+    // Mb/s · ns / 8000 = bytes.
+    (line_rate_mbps.saturating_mul(TIMER_SCAN_NS) / 8000)
+        .max(2 * MAX_PACKET as u64)
+        .min(u64::from(u32::MAX)) as u32
+}
+
 fn flush_completion(qpn: u32, wr_id: u64) -> WorkCompletion {
     WorkCompletion {
         wr_id,
@@ -644,14 +778,27 @@ fn is_from_peer(remote: SocketAddr, src: SocketAddr) -> bool {
 fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; 65536];
     let mut last_scan = 0u64;
+    // With an impairment layer that holds packets, wake often enough to release them on time.
+    if let (Some(d), Receiver::Udp(s)) = (
+        dev.upgrade().and_then(|d| {
+            d.impair
+                .as_ref()
+                .and_then(|i| i.lock().unwrap_or_else(|p| p.into_inner()).poll_interval())
+        }),
+        &rx,
+    ) {
+        let _ = s.set_read_timeout(Some(d));
+    }
     loop {
         let r = match &rx {
-            Receiver::Udp(s) => s.recv_from(&mut buf).map(|(n, src)| (n, Some(src))),
+            Receiver::Udp(s) => {
+                ecn_rx::recv(s, &mut buf).map(|(n, src, ecn)| (n, Some((src, ecn))))
+            }
             Receiver::Raw(r) => r.recv(&mut buf).map(|n| (n, None)),
         };
         let Some(dev) = dev.upgrade() else { return };
         match r {
-            Ok((n, Some(src))) => dev.receive_udp(&buf[..n], src),
+            Ok((n, Some((src, ecn)))) => dev.receive_udp(&buf[..n], src, ecn),
             Ok((n, None)) => dev.receive_raw(&buf[..n]),
             Err(e)
                 if matches!(
@@ -663,6 +810,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                 std::thread::sleep(POLL_INTERVAL);
             }
         }
+        dev.release_impaired();
         let now = dev.now().0;
         if now.saturating_sub(last_scan) >= TIMER_SCAN_NS {
             last_scan = now;

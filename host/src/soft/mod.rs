@@ -24,10 +24,13 @@
 //! QP connected to a peer at port 4791 accepts packets from any source port of the peer's
 //! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
+mod ecn_rx;
 mod engine;
 mod headers;
+pub mod impair;
 mod raw_rx;
 
 pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};
 pub use headers::TTL;
+pub use impair::{ImpairCounters, Impairment};

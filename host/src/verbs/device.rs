@@ -75,6 +75,13 @@ pub struct SoftConfig {
     /// Fault injection for tests: corrupt the ICRC of the N-th packet (1-based) this device
     /// sends, so a strict peer drops it and the retransmit path must recover.
     pub corrupt_tx_icrc: Option<u64>,
+    /// Seeded impairment of this device's packets (drop, duplicate, reorder, corrupt, delay on
+    /// transmit; CE marks on receive), see [`crate::soft::Impairment`]. `None`: none.
+    pub impair: Option<crate::soft::Impairment>,
+    /// DCQCN rate control and pacing for every QP of this device (`docs/reliability.md`,
+    /// rocev2.md §4): CNPs from the peer cut the sending rate. `None` (default): CNPs are only
+    /// counted. Set `line_rate_mbps` to the port speed.
+    pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
 }
 
 impl SoftConfig {
@@ -88,6 +95,8 @@ impl SoftConfig {
             tos: 0,
             raw_receive: false,
             corrupt_tx_icrc: None,
+            impair: None,
+            dcqcn: None,
         }
     }
 }
@@ -165,7 +174,10 @@ impl Device {
 
     /// Device-wide packet counters.
     pub fn counters(&self) -> crate::soft::DeviceCounters {
-        self.inner.counters.snapshot()
+        crate::soft::DeviceCounters {
+            impair: self.inner.impair_counters(),
+            ..self.inner.counters.snapshot()
+        }
     }
 }
 

@@ -12,4 +12,4 @@ pub use device::{active_mtu_for, Device, DeviceInfo, SoftConfig, ROCE_V2_UDP_POR
 pub use mr::{AccessFlags, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use qp::{AhAttr, QpAttr, QpCap, QpState, QueuePair, RecvWr, SendWr, WrOpcode};
-pub use rdmesh_core::rc::{Mtu, Sge};
+pub use rdmesh_core::rc::{Mtu, Recovery, Sge};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
-use rdmesh_core::rc::{AccessKind, MemError, MemoryAccess};
+use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
 
 use crate::error::Result;
 use crate::verbs::device::DeviceInner;
@@ -148,5 +148,21 @@ impl MemoryAccess for PdMemory<'_> {
         kind: AccessKind,
     ) -> core::result::Result<(), MemError> {
         self.resolve(key, va, len, kind).map(|_| ())
+    }
+
+    /// Executes `op` on the 8 bytes at `va` with the region's lock held across the read and the
+    /// write, so that no local access or other QP's atomic can interleave (IBTA vol. 1 §9.4.5:
+    /// atomicity among atomics of the same HCA). Needs REMOTE_ATOMIC; returns the old value.
+    fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> core::result::Result<u64, MemError> {
+        let (mr, off) = self.resolve(rkey, va, 8, AccessKind::RemoteAtomic)?;
+        let mut buf = mr.lock();
+        let cell = &mut buf[off..off + 8];
+        let mut b = [0u8; 8];
+        b.copy_from_slice(cell);
+        let orig = u64::from_ne_bytes(b);
+        if let Some(new) = op.apply(orig) {
+            cell.copy_from_slice(&new.to_ne_bytes());
+        }
+        Ok(orig)
     }
 }

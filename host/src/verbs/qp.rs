@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use rdmesh_core::rc::{Mtu, RecvWqe, SendOpcode, SendWqe, Sge, MAX_SGE};
+use rdmesh_core::rc::{Mtu, Recovery, RecvWqe, SendOpcode, SendWqe, Sge, MAX_SGE};
 use rdmesh_core::wire::Psn;
 
 use crate::error::{Error, Result};
@@ -281,6 +281,32 @@ pub enum WrOpcode {
         /// Remote key.
         rkey: u32,
     },
+    /// Atomic compare-and-swap (`IBV_WR_ATOMIC_CMP_AND_SWP`, IBTA vol. 1 §9.4.5): if the 8 bytes
+    /// at `remote_addr` (8-byte aligned, a `u64` in the responder's byte order) equal `compare`,
+    /// they become `swap`. The original value lands in the local SGEs, which must add up to
+    /// exactly 8 bytes. The peer region needs [`AccessFlags::REMOTE_ATOMIC`]; a misaligned
+    /// address completes with `RemInvReqErr`, a missing right with `RemAccessErr`.
+    CompareSwap {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value the target must hold for the swap to happen.
+        compare: u64,
+        /// Value written when it does.
+        swap: u64,
+    },
+    /// Atomic fetch-and-add (`IBV_WR_ATOMIC_FETCH_AND_ADD`, IBTA vol. 1 §9.4.5): adds `add`
+    /// (wrapping modulo 2^64) to the 8 bytes at `remote_addr`; the original value lands in the
+    /// local SGEs (exactly 8 bytes). Same alignment and access rules as [`WrOpcode::CompareSwap`].
+    FetchAdd {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The addend.
+        add: u64,
+    },
 }
 
 /// A send work request (`struct ibv_send_wr`).
@@ -406,6 +432,22 @@ impl QueuePair {
                 WrOpcode::RdmaRead { remote_addr, rkey } => {
                     (SendOpcode::RdmaRead, remote_addr, rkey, 0)
                 }
+                WrOpcode::CompareSwap {
+                    remote_addr,
+                    rkey,
+                    compare,
+                    swap,
+                } => (
+                    SendOpcode::AtomicCmpAndSwp { compare, swap },
+                    remote_addr,
+                    rkey,
+                    0,
+                ),
+                WrOpcode::FetchAdd {
+                    remote_addr,
+                    rkey,
+                    add,
+                } => (SendOpcode::AtomicFetchAndAdd { add }, remote_addr, rkey, 0),
             };
             wqes.push(SendWqe {
                 wr_id: wr.wr_id,
@@ -440,6 +482,16 @@ impl QueuePair {
             });
         }
         self.device.post_recv(&self.shared, wqes)
+    }
+
+    /// Chooses how this QP recovers from lost packets; call it in RESET or INIT (it takes
+    /// effect at RTR). Both QPs of a connection must choose the same mode:
+    /// [`Recovery::Selective`] (IRN-style selective repeat, `docs/reliability.md`) only works
+    /// between two rdmesh QPs; [`Recovery::GoBackN`] (IBTA, the default) with any RoCE peer.
+    ///
+    /// Errors: [`Error::Config`] when the QP is already in RTR or later.
+    pub fn set_recovery(&self, recovery: Recovery) -> Result<()> {
+        self.device.set_recovery(&self.shared, recovery)
     }
 
     /// Transport counters of this QP.

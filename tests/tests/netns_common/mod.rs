@@ -195,10 +195,7 @@ fn run_command(node: &MeshNode, st: &Arc<Mutex<State>>, w: &[String]) {
                 config: MeshConfig::from_env().unwrap(),
             };
             match bench::run(&opts) {
-                Ok(Some(m)) => say(&format!(
-                    "@@MATRIX {}",
-                    serde_json::to_string(&m).unwrap()
-                )),
+                Ok(Some(m)) => say(&format!("@@MATRIX {}", serde_json::to_string(&m).unwrap())),
                 Ok(None) => say("@@BENCHDONE"),
                 Err(e) => report_error("bench", start, e),
             }
@@ -207,13 +204,7 @@ fn run_command(node: &MeshNode, st: &Arc<Mutex<State>>, w: &[String]) {
     }
 }
 
-fn send_all(
-    s: &SendComm,
-    name: &str,
-    count: usize,
-    size: usize,
-    seed: u32,
-) -> Result<u64, String> {
+fn send_all(s: &SendComm, name: &str, count: usize, size: usize, seed: u32) -> Result<u64, String> {
     let deadline = Instant::now() + CHILD_WAIT;
     let mut inflight = VecDeque::new();
     let mut next = 0;
@@ -243,9 +234,12 @@ fn send_all(
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("{} of {count} sends not done in time", count - done));
+            return Err(format!(
+                "{} of {count} sends not done in time",
+                count - done
+            ));
         }
-        std::thread::sleep(Duration::from_micros(100));
+        std::thread::sleep(Duration::from_millis(1));
     }
     Ok((count * size) as u64)
 }
@@ -288,9 +282,12 @@ fn recv_all(r: &RecvComm, count: usize, size: usize, seed: u32) -> Result<u64, S
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("{} of {count} receives not done in time", count - done));
+            return Err(format!(
+                "{} of {count} receives not done in time",
+                count - done
+            ));
         }
-        std::thread::sleep(Duration::from_micros(100));
+        std::thread::sleep(Duration::from_millis(1));
     }
     Ok((count * size) as u64)
 }
@@ -310,7 +307,13 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Starts the endpoint of test `test` in namespace `ns` with extra environment `env`.
-    pub fn spawn(fabric: &NetnsFabric, ns: usize, test: &str, label: &str, env: &[(&str, &str)]) -> Endpoint {
+    pub fn spawn(
+        fabric: &NetnsFabric,
+        ns: usize,
+        test: &str,
+        label: &str,
+        env: &[(&str, &str)],
+    ) -> Endpoint {
         let exe = std::env::current_exe().unwrap();
         let mut cmd = fabric.command(ns, &exe);
         cmd.args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -383,14 +386,25 @@ impl Endpoint {
     pub fn expect(&mut self, prefix: &str, timeout: Duration) -> String {
         let start = Instant::now();
         loop {
-            if let Some(i) = self.seen.iter().position(|l| l.starts_with(prefix) && !l.starts_with("@@USED ")) {
+            if let Some(i) = self
+                .seen
+                .iter()
+                .position(|l| l.starts_with(prefix) && !l.starts_with("@@USED "))
+            {
                 let l = self.seen[i].clone();
                 self.seen[i] = format!("@@USED {l}");
                 return l;
             }
             if !prefix.starts_with("@@ERROR") {
-                if let Some(e) = self.seen.iter().find(|l| l.starts_with("@@ERROR") || l.starts_with("@@FATAL")) {
-                    panic!("unexpected {e} while waiting for {prefix}\n{}", self.context());
+                if let Some(e) = self
+                    .seen
+                    .iter()
+                    .find(|l| l.starts_with("@@ERROR") || l.starts_with("@@FATAL"))
+                {
+                    panic!(
+                        "unexpected {e} while waiting for {prefix}\n{}",
+                        self.context()
+                    );
                 }
             }
             let left = timeout.saturating_sub(start.elapsed());
@@ -421,6 +435,24 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Every endpoint's side of the story, not only the one that failed, with its
+            // NIC counters.
+            let _ = writeln!(self.stdin, "counters");
+            let _ = self.stdin.flush();
+            let until = Instant::now() + Duration::from_secs(1);
+            while let Ok(l) = self
+                .lines
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+            {
+                let last = l.starts_with("@@COUNTERS");
+                self.seen.push(l);
+                if last {
+                    break;
+                }
+            }
+            eprintln!("---- {}", self.context());
+        }
         let _ = writeln!(self.stdin, "exit");
         let _ = self.stdin.flush();
         let start = Instant::now();
