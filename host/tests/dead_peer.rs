@@ -15,7 +15,7 @@ struct End {
     mr: MemoryRegion,
 }
 
-const TIMEOUT_CODE: u8 = 14; // 4.096 µs · 2^14 ≈ 67 ms
+const TIMEOUT_CODE: u8 = 16; // 4.096 µs · 2^16 ≈ 268 ms: absolute slack against scheduling jitter
 const RETRY_CNT: u8 = 3;
 
 fn end(n: u8, recovery: Recovery) -> End {
