@@ -4,16 +4,11 @@
 //! REM_ACCESS_ERR, and in both cases the target region stays byte-for-byte unchanged.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::Duration;
 
 use rdmesh_host::verbs::*;
 
-struct End {
-    dev: Device,
-    cq: CompletionQueue,
-    qp: QueuePair,
-    mr: MemoryRegion,
-}
+mod common;
+use common::*;
 
 fn lo(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 10, n))
@@ -29,51 +24,12 @@ fn end(addr: IpAddr, access: AccessFlags) -> End {
     let mr = pd.register(4096, access).unwrap();
     let cq = dev.create_cq(256);
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
-    qp.modify(&QpAttr {
-        qp_state: Some(QpState::Init),
-        pkey_index: Some(0),
-        port_num: Some(1),
-        qp_access_flags: Some(access),
-        ..Default::default()
-    })
-    .unwrap();
+    to_init(&qp, access);
     End { dev, cq, qp, mr }
 }
 
 fn connect(a: &End, b: &End) {
-    for (x, y) in [(a, b), (b, a)] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rtr),
-            ah_attr: Some(AhAttr {
-                dgid: y.dev.local_addr().ip(),
-                udp_port: y.dev.local_addr().port(),
-            }),
-            path_mtu: Some(Mtu::Mtu1024),
-            dest_qp_num: Some(y.qp.qp_num()),
-            rq_psn: Some(0xfffffe),
-            max_dest_rd_atomic: Some(4),
-            min_rnr_timer: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
-    }
-    for x in [a, b] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rts),
-            sq_psn: Some(0xfffffe),
-            timeout: Some(12),
-            retry_cnt: Some(3),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(4),
-            ..Default::default()
-        })
-        .unwrap();
-    }
-}
-
-fn wait(cq: &CompletionQueue) -> WorkCompletion {
-    cq.wait_one(Duration::from_secs(10))
-        .expect("a completion within 10 s")
+    connect_pair(a, b, Mtu::Mtu1024, 0xfffffe, 12, 3);
 }
 
 fn local8(e: &End, off: u64) -> Vec<Sge> {

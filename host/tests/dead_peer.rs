@@ -8,12 +8,8 @@ use std::time::{Duration, Instant};
 
 use rdmesh_host::verbs::*;
 
-struct End {
-    dev: Device,
-    cq: CompletionQueue,
-    qp: QueuePair,
-    mr: MemoryRegion,
-}
+mod common;
+use common::*;
 
 const TIMEOUT_CODE: u8 = 16; // 4.096 µs · 2^16 ≈ 268 ms: absolute slack against scheduling jitter
 const RETRY_CNT: u8 = 3;
@@ -29,47 +25,18 @@ fn end(n: u8, recovery: Recovery) -> End {
     let cq = dev.create_cq(1024);
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     qp.set_recovery(recovery).unwrap();
-    qp.modify(&QpAttr {
-        qp_state: Some(QpState::Init),
-        pkey_index: Some(0),
-        port_num: Some(1),
-        qp_access_flags: Some(AccessFlags::ALL),
-        ..Default::default()
-    })
-    .unwrap();
+    to_init(&qp, AccessFlags::ALL);
     End { dev, cq, qp, mr }
 }
 
 fn connect(a: &End, b: &End) {
     for (x, y) in [(a, b), (b, a)] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rtr),
-            ah_attr: Some(AhAttr {
-                dgid: y.dev.local_addr().ip(),
-                udp_port: y.dev.local_addr().port(),
-            }),
-            path_mtu: Some(Mtu::Mtu4096),
-            dest_qp_num: Some(y.qp.qp_num()),
-            rq_psn: Some(7),
-            max_dest_rd_atomic: Some(4),
-            min_rnr_timer: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+        x.qp.modify(&rtr_attr(y, Mtu::Mtu4096, 7)).unwrap();
         // Too late once in RTR.
         assert!(x.qp.set_recovery(Recovery::GoBackN).is_err());
     }
     for x in [a, b] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rts),
-            sq_psn: Some(7),
-            timeout: Some(TIMEOUT_CODE),
-            retry_cnt: Some(RETRY_CNT),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(4),
-            ..Default::default()
-        })
-        .unwrap();
+        x.qp.modify(&rts_attr(7, TIMEOUT_CODE, RETRY_CNT)).unwrap();
     }
 }
 

@@ -11,14 +11,10 @@ use rdmesh_core::cc::DcqcnConfig;
 use rdmesh_host::soft::Impairment;
 use rdmesh_host::verbs::*;
 
-const LINE_RATE_MBPS: u64 = 10_000;
+mod common;
+use common::*;
 
-struct End {
-    dev: Device,
-    cq: CompletionQueue,
-    qp: QueuePair,
-    mr: MemoryRegion,
-}
+const LINE_RATE_MBPS: u64 = 10_000;
 
 fn end(n: u8, impair: Option<Impairment>, dcqcn: bool) -> End {
     let dev = Device::open_soft(SoftConfig {
@@ -35,46 +31,12 @@ fn end(n: u8, impair: Option<Impairment>, dcqcn: bool) -> End {
     let mr = pd.register(4 << 20, AccessFlags::ALL).unwrap();
     let cq = dev.create_cq(1024);
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
-    qp.modify(&QpAttr {
-        qp_state: Some(QpState::Init),
-        pkey_index: Some(0),
-        port_num: Some(1),
-        qp_access_flags: Some(AccessFlags::ALL),
-        ..Default::default()
-    })
-    .unwrap();
+    to_init(&qp, AccessFlags::ALL);
     End { dev, cq, qp, mr }
 }
 
 fn connect(a: &End, b: &End) {
-    for (x, y) in [(a, b), (b, a)] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rtr),
-            ah_attr: Some(AhAttr {
-                dgid: y.dev.local_addr().ip(),
-                udp_port: y.dev.local_addr().port(),
-            }),
-            path_mtu: Some(Mtu::Mtu4096),
-            dest_qp_num: Some(y.qp.qp_num()),
-            rq_psn: Some(100),
-            max_dest_rd_atomic: Some(4),
-            min_rnr_timer: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
-    }
-    for x in [a, b] {
-        x.qp.modify(&QpAttr {
-            qp_state: Some(QpState::Rts),
-            sq_psn: Some(100),
-            timeout: Some(14),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(4),
-            ..Default::default()
-        })
-        .unwrap();
-    }
+    connect_pair(a, b, Mtu::Mtu4096, 100, 14, 7);
 }
 
 /// Writes `count` messages of 64 KiB from `a` into `b`, checks the bytes; returns the lowest

@@ -7,12 +7,8 @@ use std::time::Duration;
 use rdmesh_host::verbs::*;
 use rdmesh_host::Error;
 
-struct End {
-    dev: Device,
-    cq: CompletionQueue,
-    qp: QueuePair,
-    mr: MemoryRegion,
-}
+mod common;
+use common::*;
 
 fn lo(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 9, n))
@@ -28,43 +24,17 @@ fn end(addr: IpAddr, access: AccessFlags, len: usize) -> End {
     let mr = pd.register(len, access).unwrap();
     let cq = dev.create_cq(1024);
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
-    qp.modify(&QpAttr {
-        qp_state: Some(QpState::Init),
-        pkey_index: Some(0),
-        port_num: Some(1),
-        qp_access_flags: Some(access),
-        ..Default::default()
-    })
-    .unwrap();
+    to_init(&qp, access);
     End { dev, cq, qp, mr }
 }
 
 fn rtr(to: &End) -> QpAttr {
-    QpAttr {
-        qp_state: Some(QpState::Rtr),
-        ah_attr: Some(AhAttr {
-            dgid: to.dev.local_addr().ip(),
-            udp_port: to.dev.local_addr().port(),
-        }),
-        path_mtu: Some(Mtu::Mtu1024),
-        dest_qp_num: Some(to.qp.qp_num()),
-        rq_psn: Some(0xfffff0), // wraps past 2^24 within the first messages
-        max_dest_rd_atomic: Some(4),
-        min_rnr_timer: Some(1),
-        ..Default::default()
-    }
+    // rq_psn wraps past 2^24 within the first messages.
+    rtr_attr(to, Mtu::Mtu1024, 0xfffff0)
 }
 
 fn rts(timeout: u8) -> QpAttr {
-    QpAttr {
-        qp_state: Some(QpState::Rts),
-        sq_psn: Some(0xfffff0),
-        timeout: Some(timeout),
-        retry_cnt: Some(3),
-        rnr_retry: Some(7),
-        max_rd_atomic: Some(4),
-        ..Default::default()
-    }
+    rts_attr(0xfffff0, timeout, 3)
 }
 
 fn pair(n: u8, access: AccessFlags) -> (End, End) {
@@ -75,11 +45,6 @@ fn pair(n: u8, access: AccessFlags) -> (End, End) {
     a.qp.modify(&rts(12)).unwrap();
     b.qp.modify(&rts(12)).unwrap();
     (a, b)
-}
-
-fn wait(cq: &CompletionQueue) -> WorkCompletion {
-    cq.wait_one(Duration::from_secs(10))
-        .expect("a completion within 10 s")
 }
 
 const RW: AccessFlags = AccessFlags::ALL;
