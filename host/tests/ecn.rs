@@ -39,10 +39,8 @@ fn connect(a: &End, b: &End) {
     connect_pair(a, b, Mtu::Mtu4096, 100, 14, 7);
 }
 
-/// Writes `count` messages of 64 KiB from `a` into `b`, checks the bytes; returns the lowest
-/// `current_rate_mbps` of `a`'s QP seen after each completion.
-fn write_all(a: &End, b: &End, count: u64) -> u64 {
-    let mut min_rate = u64::MAX;
+/// Writes `count` messages of 64 KiB from `a` into `b` and checks the bytes.
+fn write_all(a: &End, b: &End, count: u64) {
     let size = 64u64 << 10;
     a.mr.with(|m| {
         for (i, x) in m.iter_mut().enumerate() {
@@ -73,13 +71,11 @@ fn write_all(a: &End, b: &End, count: u64) -> u64 {
             a.cq.wait_one(Duration::from_secs(20))
                 .expect("a completion within 20 s");
         assert_eq!((w.wr_id, w.status), (done, WcStatus::Success));
-        min_rate = min_rate.min(a.qp.counters().current_rate_mbps);
         done += 1;
     }
     let n = (count.min(64) * size) as usize;
     let src = a.mr.with(|m| m[..n].to_vec());
     assert!(b.mr.with(|m| m[..n] == src[..]), "written bytes differ");
-    min_rate
 }
 
 #[test]
@@ -89,7 +85,7 @@ fn ce_marks_make_cnps_and_the_sender_slows_down() {
     let b = end(2, Some(ce), false);
     connect(&a, &b);
     let t = Instant::now();
-    let min_rate = write_all(&a, &b, 200);
+    write_all(&a, &b, 200);
     let elapsed = t.elapsed();
     let (rq, rd) = (b.qp.counters(), b.dev.counters());
     // Every CNP the receiver sent reaches the sender (loopback; CNPs are not impaired).
@@ -98,6 +94,7 @@ fn ce_marks_make_cnps_and_the_sender_slows_down() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let (sq, sd) = (a.qp.counters(), a.dev.counters());
+    let min_rate = sq.lowest_rate_mbps;
     println!(
         "CE run: {:.2} s; receiver: ce_marked {} ce_marks_received {} cnps_sent {}; sender: device cnp_received {} qp cnps_received {} rate_decreases {} lowest rate {} Mb/s, final rate {} Mb/s",
         elapsed.as_secs_f64(),
@@ -134,9 +131,9 @@ fn without_ce_marks_there_are_no_cnps_and_the_rate_stays() {
     let a = end(3, None, true);
     let b = end(4, None, false);
     connect(&a, &b);
-    let min_rate = write_all(&a, &b, 100);
-    assert_eq!(min_rate, LINE_RATE_MBPS);
+    write_all(&a, &b, 100);
     let (sq, sd, rq) = (a.qp.counters(), a.dev.counters(), b.qp.counters());
+    assert_eq!(sq.lowest_rate_mbps, LINE_RATE_MBPS);
     println!(
         "control run: cnps_sent {} cnp_received {} rate {} Mb/s",
         rq.cnps_sent, sd.cnp_received, sq.current_rate_mbps

@@ -38,11 +38,13 @@ impl Congestion {
         let tb = TokenBucket::new(now, rp.rate_kbps(), burst_bytes);
         self.rp = Some((rp, tb));
         ctr.current_rate_mbps = rp.rate_mbps();
+        ctr.lowest_rate_mbps = rp.rate_mbps();
     }
 
     pub(crate) fn disable(&mut self, ctr: &mut RcCounters) {
         self.rp = None;
         ctr.current_rate_mbps = 0;
+        ctr.lowest_rate_mbps = 0;
     }
 
     pub(crate) fn reaction_point(&self) -> Option<&ReactionPoint> {
@@ -60,6 +62,7 @@ impl Congestion {
                 tb.set_rate(now, rp.rate_kbps());
             }
             ctr.current_rate_mbps = rp.rate_mbps();
+            ctr.lowest_rate_mbps = ctr.lowest_rate_mbps.min(ctr.current_rate_mbps);
         }
     }
 

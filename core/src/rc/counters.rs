@@ -73,4 +73,8 @@ pub struct RcCounters {
     /// Current send rate in Mb/s set by DCQCN (rounded down); 0 while no rate limit applies
     /// (DCQCN disabled).
     pub current_rate_mbps: u64,
+    /// Lowest send rate in Mb/s DCQCN has set since it was enabled (rounded down); 0 while
+    /// DCQCN is disabled. Rate cuts recover within microseconds, so sampling
+    /// `current_rate_mbps` misses them; this records them.
+    pub lowest_rate_mbps: u64,
 }
