@@ -195,18 +195,31 @@ fn run_case(mode: &str, case: &Case, recovery: &str) -> Duration {
         assert_eq!(g(d, "malformed"), 0, "{what}: {role}");
         assert_eq!(g(d, "wrong_source"), 0, "{what}: {role}");
     }
-    // Nothing arrives that the peer did not send.
-    assert!(g(&sd, "rx_packets") <= g(&cd, "tx_packets"), "{what}");
-    assert!(g(&cd, "rx_packets") <= g(&sd, "tx_packets"), "{what}");
+    // Nothing arrives that the peer did not send. Each end prints its counters when it is
+    // done, so a packet the reorder layer still held then may be sent (and arrive) later:
+    // the same slack as above.
+    let slack = if case.holds { 64 } else { 0 };
+    assert!(
+        g(&sd, "rx_packets") <= g(&cd, "tx_packets") + slack,
+        "{what}"
+    );
+    assert!(
+        g(&cd, "rx_packets") <= g(&sd, "tx_packets") + slack,
+        "{what}"
+    );
     if case.loss {
         assert!(
             g(&cd, "impair.dropped") + g(&sd, "impair.dropped") > 0,
             "{what}: nothing dropped"
         );
-        assert!(
-            g(&cq, "retransmitted_packets") > 0,
-            "{what}: loss without retransmissions"
-        );
+        // Every packet the client sends is a request, so losing one must cause a
+        // retransmission; a lost ACK from the server may be covered by a later one.
+        if g(&cd, "impair.dropped") > 0 {
+            assert!(
+                g(&cq, "retransmitted_packets") > 0,
+                "{what}: requests lost without retransmissions"
+            );
+        }
     } else {
         assert_eq!(g(&cd, "impair.dropped") + g(&sd, "impair.dropped"), 0);
     }
