@@ -1,0 +1,6 @@
+//! rdmesh-vfio: drives a ConnectX-7 (mlx5) from user space through VFIO, with no kernel driver.
+//!
+//! Layers:
+//! - [`seam`]: the traits every device access goes through (MMIO, DMA memory, interrupts).
+
+pub mod seam;
