@@ -34,6 +34,7 @@ mod view;
 pub mod atomic;
 pub mod batch;
 pub mod bytes;
+pub mod cmd;
 pub mod cq;
 pub mod cqe;
 pub mod ctrl;
