@@ -59,7 +59,7 @@ mkdir -p "$W/kernel"
 # 1. kernel package, extracted
 (cd "$W/kernel" && apt-get download -q -o APT::Sandbox::User=root "$KPKG" >/dev/null && dpkg -x "${KPKG}"_*.deb root)
 depmod -b "$W/kernel/root" "$KVER"
-grep -E '^CONFIG_RDMA_RXE=' "$W/kernel/root/boot/config-$KVER" >&2
+grep -E '^CONFIG_(RDMA_RXE|VFIO_PCI|VFIO_IOMMU_TYPE1|INTEL_IOMMU)=' "$W/kernel/root/boot/config-$KVER" >&2
 t "kernel $KVER extracted"
 
 # 2. root filesystem: the Debian mirror this machine's apt already uses
@@ -77,7 +77,8 @@ t "rootfs ($SUITE from $MIRROR)"
 # 3. staged tree: trimmed root + the modules the guest loads (with their dependencies)
 S=$W/rootfs
 rm -rf "$S"/var/cache/apt/archives/*.deb "$S"/var/lib/apt/lists/* "$S"/usr/share/{doc,man,info,locale}/*
-for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm virtio_net virtio_pci; do
+# vfio_pci + vfio_iommu_type1: the VFIO guest of qemu_vfio_edu (run-vfio.sh, guest/init-vfio).
+for m in crc32_generic rdma_rxe ib_uverbs rdma_ucm virtio_net virtio_pci vfio_pci vfio_iommu_type1; do
   modprobe -d "$W/kernel/root" -S "$KVER" --show-depends "$m"
 done | awk '$1=="insmod"{print $2}' | sort -u | while read -r f; do
   rel=${f#"$W"/kernel/root/}
@@ -87,6 +88,8 @@ done
 cp "$W/kernel/root/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$S/lib/modules/$KVER/"
 depmod -b "$S" "$KVER"
 find "$S/lib/modules" -name 'rdma_rxe.ko*' | grep -q . || { echo "build-image: rdma_rxe module missing" >&2; exit 1; }
+find "$S/lib/modules" -name 'vfio-pci.ko*' -o -name 'vfio_pci.ko*' | grep -q . || grep -q 'vfio-pci\|vfio_pci' "$S/lib/modules/$KVER/modules.builtin" ||
+  { echo "build-image: vfio-pci module missing" >&2; exit 1; }
 t "staged ($(du -sh "$S" | cut -f1))"
 
 # 4. base initramfs (newc cpio, zstd) and kernel

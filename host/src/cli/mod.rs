@@ -9,6 +9,7 @@ use crate::bench::{BenchOptions, Mode};
 use crate::error::{Error, Result};
 
 pub mod bench_mesh;
+pub mod doctor;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
@@ -45,6 +46,8 @@ pub enum Command {
     Pingpong(pingpong::PingpongArgs),
     /// Encode and decode mlx5 WQEs and CQEs (debugging queues, conformance with rdma-core).
     Mlx5(mlx5::Mlx5Args),
+    /// Check this machine for the VFIO path (IOMMU, vfio-pci, ConnectX functions, hugepages, memlock) and say what to fix.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// `rdmesh pcap` subcommands.
@@ -279,6 +282,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Topo(args) => topo::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(
