@@ -41,7 +41,7 @@ pub fn qp_line(role: &str, qpn: u32, c: &RcCounters) -> String {
     naks(&mut s, "naks_received", &c.naks_received);
     let _ = write!(
         s,
-        " duplicate_requests={} out_of_sequence_requests={} ghost_responses={} dropped_packets={} out_of_order_placed={} ce_marks_received={} cnps_sent={} cnps_received={} rate_decreases={} current_rate_mbps={}",
+        " duplicate_requests={} out_of_sequence_requests={} ghost_responses={} dropped_packets={} out_of_order_placed={} ce_marks_received={} cnps_sent={} cnps_received={} rate_decreases={} current_rate_mbps={} lowest_rate_mbps={}",
         c.duplicate_requests,
         c.out_of_sequence_requests,
         c.ghost_responses,
@@ -51,7 +51,8 @@ pub fn qp_line(role: &str, qpn: u32, c: &RcCounters) -> String {
         c.cnps_sent,
         c.cnps_received,
         c.rate_decreases,
-        c.current_rate_mbps
+        c.current_rate_mbps,
+        c.lowest_rate_mbps
     );
     s
 }

@@ -40,6 +40,8 @@ pub struct DeviceChoice {
     pub corrupt_tx_icrc: Option<u64>,
     /// Seeded impairment of this end's packets (`SoftConfig::impair`).
     pub impair: Option<crate::soft::Impairment>,
+    /// DCQCN congestion control of this end's QP (`SoftConfig::dcqcn`; `None` = no rate limit).
+    pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
 }
 
 /// A benchmark end.
@@ -65,6 +67,7 @@ impl Endpoint {
         cfg.raw_receive = choice.raw_receive;
         cfg.corrupt_tx_icrc = choice.corrupt_tx_icrc;
         cfg.impair = choice.impair;
+        cfg.dcqcn = choice.dcqcn;
         let device = match choice.udp_port {
             Some(p) => {
                 cfg.udp_port = p;

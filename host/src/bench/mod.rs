@@ -8,6 +8,7 @@ pub mod perftest;
 pub mod perftest_oob;
 pub mod run;
 pub mod stats;
+pub mod trace;
 pub mod udp_reference;
 
 pub use run::{run, BenchOptions, Mode};

@@ -94,6 +94,11 @@ pub struct BenchOptions {
     /// Print the QP and device counters of each end at the end (`key=value` lines, see
     /// [`crate::bench::counters`]).
     pub counters: bool,
+    /// DCQCN congestion control (rate limiter driven by CNPs) on this end's QP; `None` = off.
+    /// With `loopback`, on both ends.
+    pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
+    /// Bandwidth tests: print a [`crate::bench::trace`] line this often while the client sends.
+    pub report_interval: Option<Duration>,
 }
 
 /// The hello's code of a recovery mode.
@@ -175,6 +180,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: false,
             corrupt_tx_icrc: None,
             impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
+            dcqcn: opts.dcqcn,
         };
         let client_choice = DeviceChoice {
             addr: lo,
@@ -184,6 +190,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: false,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            dcqcn: opts.dcqcn,
         };
         let sopts = opts.clone();
         let server = std::thread::Builder::new()
@@ -232,6 +239,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            dcqcn: opts.dcqcn,
         };
         client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     } else {
@@ -264,6 +272,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            dcqcn: opts.dcqcn,
         };
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
@@ -581,7 +590,15 @@ fn client_bw(
     let slot_addr = |i: u64, base: u64| base + (i % u64::from(slots)) * stride;
     let start = Instant::now();
     let mut stop = false;
+    let mut tracer = opts
+        .report_interval
+        .map(|i| crate::bench::trace::Tracer::new(start, i));
     loop {
+        if let Some(t) = tracer.as_mut() {
+            if let Some(line) = t.sample(completed * size, || ep.qp.counters()) {
+                println!("{line}");
+            }
+        }
         if let Some(d) = deadline {
             stop = stop || start.elapsed() >= d;
         }

@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
+pub mod stats;
 pub mod topo;
 
 /// rdmesh: userspace RDMA (RoCEv2) driver and transport.
@@ -31,7 +32,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Bandwidth and latency tests shaped like perftest (ib_write_bw, ib_send_bw, ib_read_bw, ib_write_lat).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Capture files.
     Pcap {
         /// What to do with the capture.
@@ -48,6 +49,8 @@ pub enum Command {
     Mlx5(mlx5::Mlx5Args),
     /// Check this machine for the VFIO path (IOMMU, vfio-pci, ConnectX functions, hugepages, memlock) and say what to fix.
     Doctor(doctor::DoctorArgs),
+    /// Device and QP counters of running rdmesh processes (like `rdma statistic show`).
+    Stats(stats::StatsArgs),
 }
 
 /// `rdmesh pcap` subcommands.
@@ -148,6 +151,20 @@ pub struct BenchArgs {
     /// Print each end's QP and device counters at the end (key=value lines).
     #[arg(long)]
     pub counters: bool,
+    /// DCQCN congestion control on this end's QP (with --loopback: both ends): CNPs cut the
+    /// send rate, timers and the byte counter raise it (NVIDIA defaults; see docs/reliability.md).
+    #[arg(long)]
+    pub dcqcn: bool,
+    /// With --dcqcn: line rate in Mb/s, the rate before any CNP (default 100000).
+    #[arg(long, requires = "dcqcn", value_name = "MBPS")]
+    pub dcqcn_line_rate: Option<u64>,
+    /// With --dcqcn: rate floor in Mb/s (default 1).
+    #[arg(long, requires = "dcqcn", value_name = "MBPS")]
+    pub dcqcn_min_rate: Option<u64>,
+    /// Bandwidth tests: print a `trace` line (goodput and DCQCN rate) every MS milliseconds
+    /// while the client sends.
+    #[arg(long, value_name = "MS")]
+    pub report_interval: Option<u64>,
 }
 
 /// `--recovery` values.
@@ -265,6 +282,15 @@ impl BenchArgs {
                 .map_err(|e: String| Error::Config(format!("--impair: {e}")))?,
             recovery: self.recovery.map(Into::into),
             counters: self.counters,
+            dcqcn: self.dcqcn.then(|| {
+                let d = rdmesh_core::cc::DcqcnConfig::default();
+                rdmesh_core::cc::DcqcnConfig {
+                    line_rate_mbps: self.dcqcn_line_rate.unwrap_or(d.line_rate_mbps).max(1),
+                    min_rate_mbps: self.dcqcn_min_rate.unwrap_or(d.min_rate_mbps).max(1),
+                    ..d
+                }
+            }),
+            report_interval: self.report_interval.map(Duration::from_millis),
         })
     }
 }
@@ -283,6 +309,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
         Command::Doctor(args) => doctor::run(&args),
+        Command::Stats(args) => stats::run(&args),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(

@@ -17,7 +17,7 @@ use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::impair::{ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
-use crate::soft::{ecn_rx, headers};
+use crate::soft::{ecn_rx, headers, stats};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
@@ -121,6 +121,8 @@ pub(crate) struct SoftDevice {
     impair: Option<Mutex<Impairer>>,
     /// DCQCN for every QP (`SoftConfig::dcqcn`).
     dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
+    /// Counter snapshots for `rdmesh stats` (`None` with `RDMESH_STATS=0`).
+    stats: Option<stats::Publisher>,
 }
 
 /// Where the progress thread receives.
@@ -271,6 +273,7 @@ impl SoftDevice {
             Receiver::Udp(clone.into())
         };
         let socket: UdpSocket = sock.into();
+        let info_name = info.name.clone();
         let dev = Arc::new(SoftDevice {
             info,
             local,
@@ -287,7 +290,9 @@ impl SoftDevice {
             tx_sequence: AtomicU64::new(0),
             impair: config.impair.map(|i| Mutex::new(Impairer::new(i))),
             dcqcn: config.dcqcn,
+            stats: stats::Publisher::new(&info_name, local.port()),
         });
+        dev.publish_stats();
         let weak = Arc::downgrade(&dev);
         std::thread::Builder::new()
             .name(format!("rdmesh-soft {local}"))
@@ -717,6 +722,58 @@ impl SoftDevice {
         self.flush(&qp, &mut core);
     }
 
+    /// Writes the counter snapshot `rdmesh stats` reads (device first, then each QP, so a
+    /// QP's counts are never behind the device's).
+    fn publish_stats(&self) {
+        let Some(p) = &self.stats else { return };
+        let device = DeviceCounters {
+            impair: self.impair_counters(),
+            ..self.counters.snapshot()
+        };
+        let mut qps: Vec<Arc<QpShared>> = self
+            .qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        qps.sort_by_key(|q| q.qpn);
+        let qps: Vec<stats::QpSnapshot> = qps
+            .iter()
+            .map(|qp| {
+                let core = qp.lock();
+                stats::QpSnapshot {
+                    qpn: qp.qpn,
+                    state: match core.state {
+                        QpState::Reset => "RESET",
+                        QpState::Init => "INIT",
+                        QpState::Rtr => "RTR",
+                        QpState::Rts => "RTS",
+                        QpState::Err => "ERR",
+                    },
+                    remote: core.remote,
+                    remote_qpn: core.rtr.map(|r| r.remote_qpn),
+                    recovery: match core.recovery {
+                        Recovery::GoBackN => "go-back-n",
+                        Recovery::Selective => "selective",
+                    },
+                    counters: core
+                        .rc
+                        .as_ref()
+                        .map(|rc| *rc.counters())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        p.publish(
+            &self.info.name,
+            &self.info.netdev,
+            self.local,
+            &device,
+            &qps,
+        );
+    }
+
     fn run_timers(&self) {
         let qps: Vec<Arc<QpShared>> = self
             .qps
@@ -775,9 +832,18 @@ fn is_from_peer(remote: SocketAddr, src: SocketAddr) -> bool {
     }
 }
 
+impl Drop for SoftDevice {
+    fn drop(&mut self) {
+        if let Some(p) = &self.stats {
+            p.remove();
+        }
+    }
+}
+
 fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; 65536];
     let mut last_scan = 0u64;
+    let mut last_publish = 0u64;
     // With an impairment layer that holds packets, wake often enough to release them on time.
     if let (Some(d), Receiver::Udp(s)) = (
         dev.upgrade().and_then(|d| {
@@ -815,6 +881,10 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
         if now.saturating_sub(last_scan) >= TIMER_SCAN_NS {
             last_scan = now;
             dev.run_timers();
+        }
+        if now.saturating_sub(last_publish) >= stats::PUBLISH_INTERVAL.as_nanos() as u64 {
+            last_publish = now;
+            dev.publish_stats();
         }
     }
 }

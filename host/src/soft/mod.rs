@@ -29,6 +29,7 @@ mod engine;
 mod headers;
 pub mod impair;
 mod raw_rx;
+pub mod stats;
 
 pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};
