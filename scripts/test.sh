@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rdmesh's whole test suite: formatting, lints, unit/integration/conformance tests (tshark,
-# scapy, live capture, mlx5dv.h), the no_std build, and every fuzz target.
+# scapy, live capture, mlx5dv.h, mlx5_ifc.h, netns + nftables, QEMU rxe and VFIO guests, the
+# NCCL plugin harness, the mlx5 device model), the no_std build, and every fuzz target.
 # Usage: bash scripts/test.sh        (FUZZ_SECONDS=30 per target by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ cargo build -q -p rdmesh-core --features defmt
 echo "== build the rdmesh binary (release)"
 cargo build -q --release -p rdmesh-host --bin rdmesh
 export RDMESH_BIN="$PWD/target/release/rdmesh"
+echo "== build the NCCL net plugin (libnccl-net-rdmesh.so)"
+RDMESH_NCCL_PLUGIN="$(bash scripts/build-plugin.sh -q | tail -n 1)"
+export RDMESH_NCCL_PLUGIN
 echo "== tests"
 cargo test --workspace -q -- --test-threads=2
 echo "== benches build"

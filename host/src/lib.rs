@@ -17,5 +17,6 @@ pub mod mesh;
 pub mod soft;
 pub mod topo;
 pub mod verbs;
+pub mod vfio_provider;
 
 pub use error::{Error, Result};

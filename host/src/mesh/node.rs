@@ -4,7 +4,7 @@
 //! [`Connector::poll`], and [`Listener::accept`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -473,10 +473,29 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
     Ok(SendComm::new(conn))
 }
 
+/// The handshake listener: dual-stack `[::]:port` (the handle may carry IPv6 link addresses,
+/// and a peer dials whichever address shares its subnet), or `0.0.0.0:port` where IPv6 is
+/// unavailable.
 fn bind_tcp(port: u16) -> Result<TcpListener> {
-    let addr = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+    match bind_tcp_on(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port)) {
+        Ok(l) => Ok(l),
+        Err(e6) => bind_tcp_on(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port))
+            .map_err(|e4| MeshError::Host(format!("{e4}; on [::] as well: {e6}"))),
+    }
+}
+
+fn bind_tcp_on(addr: SocketAddr) -> Result<TcpListener> {
+    let domain = if addr.is_ipv6() {
+        socket2::Domain::IPV6
+    } else {
+        socket2::Domain::IPV4
+    };
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, None)
         .map_err(|e| MeshError::Host(format!("handshake socket: {e}")))?;
+    if addr.is_ipv6() {
+        s.set_only_v6(false)
+            .map_err(|e| MeshError::Host(format!("handshake socket: IPV6_V6ONLY off: {e}")))?;
+    }
     let _ = s.set_reuse_address(true);
     s.bind(&addr.into()).map_err(|e| {
         MeshError::Host(format!(

@@ -30,7 +30,20 @@ pub struct RailChoice {
 
 /// The direct rails from `local` NICs to a node with addresses `peer`, highest ceiling first
 /// (ties keep NIC order): the rail small messages use comes first.
+///
+/// A peer address equal to a local NIC's address does not make a rail, unless no other rail
+/// exists: then the peer is another node on this host (two processes, e.g. two NCCL ranks, on
+/// the same interfaces), reached over those shared addresses.
 pub fn direct_rails(local: &[NicSpec], peer: &[IfAddr]) -> Vec<RailChoice> {
+    let out = rails_where(local, peer, false);
+    if out.is_empty() {
+        rails_where(local, peer, true)
+    } else {
+        out
+    }
+}
+
+fn rails_where(local: &[NicSpec], peer: &[IfAddr], same_host: bool) -> Vec<RailChoice> {
     let mut out: Vec<RailChoice> = Vec::new();
     let mut ports_used: HashSet<(String, u32)> = HashSet::new();
     // Longest prefixes first, so a port's most specific match wins.
@@ -39,7 +52,7 @@ pub fn direct_rails(local: &[NicSpec], peer: &[IfAddr]) -> Vec<RailChoice> {
         if let Some((i, nic)) = local
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.addr.contains(pa.ip) && n.addr.ip != pa.ip)
+            .filter(|(_, n)| n.addr.contains(pa.ip) && (same_host || n.addr.ip != pa.ip))
             .max_by(|(ia, a), (ib, b)| a.addr.prefix_len.cmp(&b.addr.prefix_len).then(ib.cmp(ia)))
         {
             candidates.push((nic.addr.prefix_len, i, pa.ip));
@@ -188,6 +201,22 @@ mod test {
         );
         assert_eq!(direct_rails(&local, &c)[0].nic, 1);
         assert!(direct_rails(&local, &[a("10.0.0.1/24")]).is_empty());
+    }
+
+    #[test]
+    fn a_peer_on_the_same_addresses_is_another_process_on_this_host() {
+        // Two NCCL ranks on one host: both nodes have eth0 192.0.2.2/24.
+        let local = [
+            nic("eth0", "192.0.2.2/24", 10.0),
+            nic("eth1", "10.9.0.1/24", 10.0),
+        ];
+        let r = direct_rails(&local, &[a("192.0.2.2/24"), a("10.9.0.1/24")]);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].peer_addr, "192.0.2.2".parse::<IpAddr>().unwrap());
+        // A distinct address on a shared subnet is preferred: the equal one is left out.
+        let r = direct_rails(&local, &[a("192.0.2.3/24"), a("10.9.0.1/24")]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].peer_addr, "192.0.2.3".parse::<IpAddr>().unwrap());
     }
 
     #[test]

@@ -46,14 +46,53 @@ impl CqInner {
 /// A completion queue. Cloning yields another handle to the same CQ.
 #[derive(Debug, Clone)]
 pub struct CompletionQueue {
-    pub(crate) inner: Arc<CqInner>,
+    pub(crate) kind: CqKind,
+}
+
+/// The provider's completion queue.
+#[derive(Debug, Clone)]
+pub(crate) enum CqKind {
+    /// Soft provider: completions pushed by the engine.
+    Soft(Arc<CqInner>),
+    /// vfio provider: the device's CQ (read when polled) and the capacity asked for.
+    Vfio(rdmesh_vfio::mlx5::Cq, usize),
 }
 
 impl CompletionQueue {
-    /// Moves up to `out.len()` completions into `out` and returns how many (ibv_poll_cq).
-    /// Never blocks.
+    /// The soft provider's queue (the engine pushes into it).
+    pub(crate) fn soft(&self) -> Option<&Arc<CqInner>> {
+        match &self.kind {
+            CqKind::Soft(c) => Some(c),
+            CqKind::Vfio(..) => None,
+        }
+    }
+
+    fn poll_vfio(cq: &rdmesh_vfio::mlx5::Cq, max: usize) -> Vec<WorkCompletion> {
+        match cq.poll(max) {
+            Ok(v) => v
+                .iter()
+                .map(crate::vfio_provider::convert::completion)
+                .collect(),
+            Err(e) => {
+                tracing::error!("polling CQ {:#x}: {e}", cq.cqn());
+                Vec::new()
+            }
+        }
+    }
+
+    /// Moves up to `out.len()` completions into `out`; returns how many (ibv_poll_cq).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut q = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = match &self.kind {
+            CqKind::Soft(c) => c,
+            CqKind::Vfio(cq, _) => {
+                let got = Self::poll_vfio(cq, out.len());
+                for (slot, wc) in out.iter_mut().zip(&got) {
+                    *slot = *wc;
+                }
+                return got.len();
+            }
+        };
+        let mut q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
         let n = out.len().min(q.len());
         for (slot, wc) in out.iter_mut().zip(q.drain(..n)) {
             *slot = wc;
@@ -61,35 +100,57 @@ impl CompletionQueue {
         n
     }
 
-    /// Takes one completion if there is one.
+    /// One completion, if any.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
-        self.inner
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
+        match &self.kind {
+            CqKind::Soft(inner) => inner
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front(),
+            CqKind::Vfio(cq, _) => Self::poll_vfio(cq, 1).pop(),
+        }
     }
 
-    /// Waits up to `timeout` for a completion and takes it (like ibv_get_cq_event + poll).
+    /// Waits up to `timeout` for one completion.
     pub fn wait_one(&self, timeout: Duration) -> Option<WorkCompletion> {
-        let q = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut q, _) = self
-            .inner
+        let inner = match &self.kind {
+            CqKind::Soft(c) => c,
+            CqKind::Vfio(..) => {
+                let start = std::time::Instant::now();
+                loop {
+                    if let Some(wc) = self.poll_one() {
+                        return Some(wc);
+                    }
+                    if start.elapsed() >= timeout {
+                        return None;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        };
+        let q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut q, _) = inner
             .ready
             .wait_timeout_while(q, timeout, |q| q.is_empty())
             .unwrap_or_else(|p| p.into_inner());
         q.pop_front()
     }
 
-    /// Number of entries the CQ holds before overrunning.
+    /// The number of entries the CQ holds.
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        match &self.kind {
+            CqKind::Soft(c) => c.capacity,
+            CqKind::Vfio(_, n) => *n,
+        }
     }
 
-    /// `true` once a completion was dropped because the CQ was full.
+    /// Whether a completion was dropped because the CQ was full (vfio provider: the device
+    /// reports overruns as a CQ error event instead).
     pub fn overrun(&self) -> bool {
-        self.inner
-            .overflowed
-            .load(std::sync::atomic::Ordering::Relaxed)
+        match &self.kind {
+            CqKind::Soft(c) => c.overflowed.load(std::sync::atomic::Ordering::Relaxed),
+            CqKind::Vfio(..) => false,
+        }
     }
 }

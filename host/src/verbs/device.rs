@@ -15,8 +15,9 @@ use rdmesh_core::rc::Mtu;
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::SoftDevice;
-use crate::verbs::cq::{CompletionQueue, CqInner};
-use crate::verbs::pd::{PdInner, ProtectionDomain};
+use crate::verbs::cq::{CompletionQueue, CqInner, CqKind};
+use crate::verbs::pd::{PdInner, PdKind, ProtectionDomain};
+use crate::vfio_provider::{VfioConfig, VfioDevice};
 
 /// The RoCEv2 UDP destination port (IANA; rxe_net.c `ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
@@ -103,11 +104,21 @@ impl SoftConfig {
 
 pub(crate) type DeviceInner = SoftDevice;
 
+/// The provider behind a [`Device`]: the soft RoCEv2-over-UDP engine, or an mlx5 device driven
+/// through VFIO ([`crate::vfio_provider`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Provider {
+    /// The soft provider.
+    Soft(Arc<DeviceInner>),
+    /// The vfio provider.
+    Vfio(Arc<VfioDevice>),
+}
+
 /// An open RDMA device context. Cloning yields another handle; the provider stops when the
 /// last handle (and every object made from it) is gone.
 #[derive(Debug, Clone)]
 pub struct Device {
-    pub(crate) inner: Arc<DeviceInner>,
+    pub(crate) provider: Provider,
 }
 
 impl Device {
@@ -138,45 +149,147 @@ impl Device {
             netdev_mtu: 1500,
         });
         Ok(Device {
-            inner: SoftDevice::open(info, config)?,
+            provider: Provider::Soft(SoftDevice::open(info, config)?),
         })
+    }
+
+    /// Opens the mlx5 function at PCI address `bdf` (e.g. `0000:01:00.0`, bound to
+    /// vfio-pci) through the vfio provider: VFIO container/group/device, BAR0, bus master,
+    /// MSI-X vector 0, IOMMU-mapped DMA memory, then the mlx5 bring-up and GID index 0 =
+    /// `config.addr`. Run `rdmesh doctor` first to check the machine.
+    ///
+    /// Errors: [`Error::Config`] naming the BDF and what to check (IOMMU group, vfio-pci
+    /// binding, memlock limit, firmware state).
+    pub fn open_vfio(bdf: &str, config: VfioConfig) -> Result<Device> {
+        Ok(Device {
+            provider: Provider::Vfio(VfioDevice::open_pci(bdf, config)?),
+        })
+    }
+
+    /// Opens an in-process mlx5 device model through the vfio provider (tests and research:
+    /// the same driver code as [`Device::open_vfio`], against `rdmesh_vfio::model`).
+    ///
+    /// Errors: [`Error::Config`] when the bring-up fails.
+    pub fn open_vfio_model(
+        model: &rdmesh_vfio::model::ModelDevice,
+        name: &str,
+        config: VfioConfig,
+    ) -> Result<Device> {
+        Ok(Device {
+            provider: Provider::Vfio(VfioDevice::open_model(model, name, config)?),
+        })
+    }
+
+    /// The provider's name: `soft` or `vfio`.
+    pub fn provider(&self) -> &'static str {
+        self.info().provider
+    }
+
+    /// vfio provider: records the MAC of the peer whose GID is `ip` (there is no kernel ARP
+    /// under VFIO). The soft provider resolves peers through its UDP socket and ignores this.
+    pub fn set_neighbor(&self, ip: IpAddr, mac: [u8; 6]) {
+        if let Provider::Vfio(v) = &self.provider {
+            v.set_neighbor(ip, mac);
+        }
+    }
+
+    /// vfio provider: the port MAC (from QUERY_NIC_VPORT_CONTEXT); `None` for the soft
+    /// provider.
+    pub fn mac(&self) -> Option<[u8; 6]> {
+        match &self.provider {
+            Provider::Soft(_) => None,
+            Provider::Vfio(v) => Some(v.hca.info().mac),
+        }
     }
 
     /// The device name.
     pub fn name(&self) -> &str {
-        &self.inner.info.name
+        &self.info().name
     }
 
     /// Device information.
     pub fn info(&self) -> &DeviceInfo {
-        &self.inner.info
+        match &self.provider {
+            Provider::Soft(d) => &d.info,
+            Provider::Vfio(v) => &v.info,
+        }
     }
 
-    /// The UDP address the device is bound to.
+    /// The UDP address the device is bound to (vfio provider: the GID address, port 4791).
     pub fn local_addr(&self) -> SocketAddr {
-        self.inner.local
+        match &self.provider {
+            Provider::Soft(d) => d.local,
+            Provider::Vfio(v) => SocketAddr::new(v.info.addr, ROCE_V2_UDP_PORT),
+        }
     }
 
     /// Allocates a protection domain (ibv_alloc_pd).
+    ///
+    /// vfio provider: panics if ALLOC_PD fails (use [`Device::try_alloc_pd`] to get the
+    /// error).
     pub fn alloc_pd(&self) -> ProtectionDomain {
-        ProtectionDomain {
-            inner: Arc::new(PdInner::default()),
-            device: self.inner.clone(),
+        match self.try_alloc_pd() {
+            Ok(pd) => pd,
+            Err(e) => panic!("ibv_alloc_pd on {}: {e}", self.name()),
+        }
+    }
+
+    /// Allocates a protection domain (ibv_alloc_pd).
+    ///
+    /// Errors: vfio provider: [`Error::Config`] when ALLOC_PD fails.
+    pub fn try_alloc_pd(&self) -> Result<ProtectionDomain> {
+        Ok(ProtectionDomain {
+            kind: match &self.provider {
+                Provider::Soft(d) => PdKind::Soft {
+                    inner: Arc::new(PdInner::default()),
+                    device: d.clone(),
+                },
+                Provider::Vfio(v) => PdKind::Vfio {
+                    pd: v
+                        .hca
+                        .alloc_pd()
+                        .map_err(crate::vfio_provider::convert::err)?,
+                    dev: v.clone(),
+                },
+            },
+        })
+    }
+
+    /// Creates a completion queue holding up to `capacity` entries (ibv_create_cq).
+    ///
+    /// vfio provider: panics if CREATE_CQ fails (use [`Device::try_create_cq`]).
+    pub fn create_cq(&self, capacity: usize) -> CompletionQueue {
+        match self.try_create_cq(capacity) {
+            Ok(cq) => cq,
+            Err(e) => panic!("ibv_create_cq on {}: {e}", self.name()),
         }
     }
 
     /// Creates a completion queue holding up to `capacity` entries (ibv_create_cq).
-    pub fn create_cq(&self, capacity: usize) -> CompletionQueue {
-        CompletionQueue {
-            inner: Arc::new(CqInner::new(capacity.max(1))),
-        }
+    ///
+    /// Errors: vfio provider: [`Error::Config`] when CREATE_CQ fails.
+    pub fn try_create_cq(&self, capacity: usize) -> Result<CompletionQueue> {
+        Ok(CompletionQueue {
+            kind: match &self.provider {
+                Provider::Soft(_) => CqKind::Soft(Arc::new(CqInner::new(capacity.max(1)))),
+                Provider::Vfio(v) => CqKind::Vfio(
+                    v.hca
+                        .create_cq(capacity)
+                        .map_err(crate::vfio_provider::convert::err)?,
+                    capacity.max(1),
+                ),
+            },
+        })
     }
 
-    /// Device-wide packet counters.
+    /// Device-wide packet counters (vfio provider: all zero; see the device's own counters).
     pub fn counters(&self) -> crate::soft::DeviceCounters {
-        crate::soft::DeviceCounters {
-            impair: self.inner.impair_counters(),
-            ..self.inner.counters.snapshot()
+        match &self.provider {
+            Provider::Soft(d) => crate::soft::DeviceCounters {
+                impair: d.impair_counters(),
+                ..d.counters.snapshot()
+            },
+            Provider::Vfio(_) => crate::soft::DeviceCounters::default(),
         }
     }
 }

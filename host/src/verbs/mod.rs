@@ -1,5 +1,10 @@
 //! The verbs-shaped API: [`Device`], [`ProtectionDomain`], [`MemoryRegion`],
 //! [`CompletionQueue`], [`QueuePair`] — names and semantics follow libibverbs.
+//!
+//! Two providers sit behind the same types: `soft` (RoCEv2 over UDP sockets,
+//! [`Device::open_soft`]) and `vfio` (an mlx5 device driven from user space through VFIO,
+//! [`Device::open_vfio`], or its in-process model, [`Device::open_vfio_model`]; see
+//! [`crate::vfio_provider`]).
 
 pub(crate) mod cq;
 pub(crate) mod device;

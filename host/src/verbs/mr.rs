@@ -70,29 +70,57 @@ impl MrInner {
 /// A registered memory region. Cloning yields another handle to the same region.
 #[derive(Debug, Clone)]
 pub struct MemoryRegion {
-    pub(crate) inner: Arc<MrInner>,
-    pub(crate) pd: Arc<crate::verbs::pd::PdInner>,
+    pub(crate) kind: MrKind,
+}
+
+/// The provider's memory region.
+#[derive(Debug, Clone)]
+pub(crate) enum MrKind {
+    /// Soft provider: a heap buffer in the PD's table.
+    Soft {
+        inner: Arc<MrInner>,
+        pd: Arc<crate::verbs::pd::PdInner>,
+    },
+    /// vfio provider: DMA memory with an MKEY (reached only through copies).
+    Vfio {
+        mr: Arc<rdmesh_vfio::mlx5::Mr>,
+        access: AccessFlags,
+        len: usize,
+    },
 }
 
 impl MemoryRegion {
     /// Local key: names this region in local scatter/gather entries.
     pub fn lkey(&self) -> u32 {
-        self.inner.lkey
+        match &self.kind {
+            MrKind::Soft { inner, .. } => inner.lkey,
+            MrKind::Vfio { mr, .. } => mr.lkey(),
+        }
     }
 
     /// Remote key: names this region in a peer's RDMA WRITE/READ (RETH R_Key).
     pub fn rkey(&self) -> u32 {
-        self.inner.rkey
+        match &self.kind {
+            MrKind::Soft { inner, .. } => inner.rkey,
+            MrKind::Vfio { mr, .. } => mr.rkey(),
+        }
     }
 
-    /// The virtual address of the first byte (what a peer puts in RETH VA).
+    /// The virtual address of the first byte (what a peer puts in RETH VA; vfio provider:
+    /// the region's IOVA).
     pub fn addr(&self) -> u64 {
-        self.inner.addr
+        match &self.kind {
+            MrKind::Soft { inner, .. } => inner.addr,
+            MrKind::Vfio { mr, .. } => mr.addr(),
+        }
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.inner.len()
+        match &self.kind {
+            MrKind::Soft { inner, .. } => inner.len(),
+            MrKind::Vfio { len, .. } => *len,
+        }
     }
 
     /// `true` for a zero-length region.
@@ -102,14 +130,26 @@ impl MemoryRegion {
 
     /// Access flags given at registration.
     pub fn access(&self) -> AccessFlags {
-        self.inner.access
+        match &self.kind {
+            MrKind::Soft { inner, .. } => inner.access,
+            MrKind::Vfio { access, .. } => *access,
+        }
     }
 
     /// Copies `data` into the region at byte `offset`.
     ///
     /// Errors: [`Error::Memory`] when `offset + data.len()` exceeds the region.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let mut b = self.inner.lock();
+        let inner = match &self.kind {
+            MrKind::Soft { inner, .. } => inner,
+            MrKind::Vfio { mr, len, .. } => {
+                self.check_range(offset, data.len(), *len)?;
+                return mr
+                    .write(offset, data)
+                    .map_err(|e| Error::Memory(e.to_string()));
+            }
+        };
+        let mut b = inner.lock();
         let end = offset
             .checked_add(data.len())
             .filter(|&e| e <= b.len())
@@ -122,7 +162,16 @@ impl MemoryRegion {
     ///
     /// Errors: [`Error::Memory`] when `offset + out.len()` exceeds the region.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let b = self.inner.lock();
+        let inner = match &self.kind {
+            MrKind::Soft { inner, .. } => inner,
+            MrKind::Vfio { mr, len, .. } => {
+                self.check_range(offset, out.len(), *len)?;
+                return mr
+                    .read(offset, out)
+                    .map_err(|e| Error::Memory(e.to_string()));
+            }
+        };
+        let b = inner.lock();
         let end = offset
             .checked_add(out.len())
             .filter(|&e| e <= b.len())
@@ -133,23 +182,50 @@ impl MemoryRegion {
 
     /// Runs `f` on the whole region's bytes while holding its lock (the provider cannot place
     /// data meanwhile).
+    ///
+    /// vfio provider: the device writes DMA memory concurrently, so no reference into it is
+    /// handed out: the region is copied out, `f` runs on the copy, and the copy is written
+    /// back (bytes the device wrote meanwhile are overwritten).
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        f(&mut self.inner.lock())
+        match &self.kind {
+            MrKind::Soft { inner, .. } => f(&mut inner.lock()),
+            MrKind::Vfio { mr, len, .. } => {
+                let mut copy = vec![0u8; *len];
+                if let Err(e) = mr.read(0, &mut copy) {
+                    tracing::error!("MemoryRegion::with: reading the region failed: {e}");
+                }
+                let r = f(&mut copy);
+                if let Err(e) = mr.write(0, &copy) {
+                    tracing::error!("MemoryRegion::with: writing the region back failed: {e}");
+                }
+                r
+            }
+        }
+    }
+
+    fn check_range(&self, offset: usize, len: usize, size: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(e) if e <= size => Ok(()),
+            _ => Err(self.range_err(offset, len, size)),
+        }
     }
 
     fn range_err(&self, offset: usize, len: usize, size: usize) -> Error {
         Error::Memory(format!(
             "lkey {:#x}: range offset {offset} + {len} bytes exceeds the region's {size} bytes",
-            self.inner.lkey
+            self.lkey()
         ))
     }
 }
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // The last application handle deregisters the region (ibv_dereg_mr).
-        if Arc::strong_count(&self.inner) == 2 {
-            self.pd.deregister(self.inner.lkey);
+        // The last application handle deregisters the region (ibv_dereg_mr). The vfio
+        // provider's MKEY is destroyed when its last handle drops.
+        if let MrKind::Soft { inner, pd } = &self.kind {
+            if Arc::strong_count(inner) == 2 {
+                pd.deregister(inner.lkey);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
 
 use crate::error::Result;
 use crate::verbs::device::DeviceInner;
-use crate::verbs::mr::{check_access, AccessFlags, MemoryRegion, MrInner};
+use crate::verbs::mr::{check_access, AccessFlags, MemoryRegion, MrInner, MrKind};
 
 /// Key allocator shared by all PDs of the process: keys stay unique, so a stale rkey from a
 /// deregistered region never resolves to a new one within 2^24 registrations.
@@ -40,8 +40,22 @@ impl PdInner {
 /// A protection domain.
 #[derive(Debug, Clone)]
 pub struct ProtectionDomain {
-    pub(crate) inner: Arc<PdInner>,
-    pub(crate) device: Arc<DeviceInner>,
+    pub(crate) kind: PdKind,
+}
+
+/// The provider's protection domain.
+#[derive(Debug, Clone)]
+pub(crate) enum PdKind {
+    /// Soft provider: the PD's MR table and the device.
+    Soft {
+        inner: Arc<PdInner>,
+        device: Arc<DeviceInner>,
+    },
+    /// vfio provider: the device's PD.
+    Vfio {
+        pd: rdmesh_vfio::mlx5::Pd,
+        dev: Arc<crate::vfio_provider::VfioDevice>,
+    },
 }
 
 impl ProtectionDomain {
@@ -49,12 +63,42 @@ impl ProtectionDomain {
     ///
     /// lkey and rkey are equal (as on mlx5); keys are 24-bit index + 8-bit key byte.
     /// Errors: [`crate::Error::Memory`] when REMOTE_WRITE/REMOTE_ATOMIC lack LOCAL_WRITE.
+    ///
+    /// vfio provider: the region is DMA memory registered with an MKEY (MTT); its address is
+    /// its IOVA. Errors: [`crate::Error::Config`] when the allocation or CREATE_MKEY fails.
     pub fn register(&self, len: usize, access: AccessFlags) -> Result<MemoryRegion> {
+        if let PdKind::Vfio { pd, .. } = &self.kind {
+            check_access(access, len)?;
+            let acc = rdmesh_vfio::mlx5::Access {
+                local_write: access.contains(AccessFlags::LOCAL_WRITE),
+                remote_write: access.contains(AccessFlags::REMOTE_WRITE),
+                remote_read: access.contains(AccessFlags::REMOTE_READ),
+                remote_atomic: access.contains(AccessFlags::REMOTE_ATOMIC),
+            };
+            let mr = rdmesh_vfio::mlx5::Mr::register(pd, len.max(1), acc)
+                .map_err(crate::vfio_provider::convert::err)?;
+            return Ok(MemoryRegion {
+                kind: MrKind::Vfio {
+                    mr: Arc::new(mr),
+                    access,
+                    len,
+                },
+            });
+        }
         self.register_buffer(vec![0u8; len].into_boxed_slice(), access)
     }
 
-    /// Registers an existing buffer (moved into the region).
+    /// Registers an existing buffer (moved into the region; vfio provider: copied into DMA
+    /// memory).
     pub fn register_buffer(&self, buf: Box<[u8]>, access: AccessFlags) -> Result<MemoryRegion> {
+        let (pd_inner, _) = match &self.kind {
+            PdKind::Soft { inner, device } => (inner, device),
+            PdKind::Vfio { .. } => {
+                let mr = self.register(buf.len(), access)?;
+                mr.write(0, &buf)?;
+                return Ok(mr);
+            }
+        };
         check_access(access, buf.len())?;
         let index = NEXT_KEY_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
         let key = (index << 8) | (index.wrapping_mul(0x9e) & 0xff);
@@ -66,7 +110,7 @@ impl ProtectionDomain {
             access,
             buf: std::sync::Mutex::new(buf),
         });
-        self.inner
+        pd_inner
             .mrs
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -78,8 +122,10 @@ impl ProtectionDomain {
             "registered MR"
         );
         Ok(MemoryRegion {
-            inner,
-            pd: self.inner.clone(),
+            kind: MrKind::Soft {
+                inner,
+                pd: pd_inner.clone(),
+            },
         })
     }
 }

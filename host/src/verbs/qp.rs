@@ -11,10 +11,10 @@ use rdmesh_core::wire::Psn;
 
 use crate::error::{Error, Result};
 use crate::soft::{QpShared, SoftDevice};
-use crate::verbs::cq::CompletionQueue;
+use crate::verbs::cq::{CompletionQueue, CqKind};
 use crate::verbs::device::ROCE_V2_UDP_PORT;
 use crate::verbs::mr::AccessFlags;
-use crate::verbs::pd::ProtectionDomain;
+use crate::verbs::pd::{PdKind, ProtectionDomain};
 
 /// QP states (IBTA vol. 1 §10.3.1; `enum ibv_qp_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,8 +348,18 @@ pub struct RecvWr {
 
 /// An RC queue pair.
 pub struct QueuePair {
-    pub(crate) shared: Arc<QpShared>,
-    pub(crate) device: Arc<SoftDevice>,
+    pub(crate) kind: QpKind,
+}
+
+/// The provider's queue pair.
+pub(crate) enum QpKind {
+    /// Soft provider: the engine's QP state and the device.
+    Soft {
+        shared: Arc<QpShared>,
+        device: Arc<SoftDevice>,
+    },
+    /// vfio provider: the device's RC QP.
+    Vfio(Arc<crate::vfio_provider::VfioQp>),
 }
 
 impl fmt::Debug for QueuePair {
@@ -371,15 +381,44 @@ impl ProtectionDomain {
         recv_cq: &CompletionQueue,
         cap: QpCap,
     ) -> Result<QueuePair> {
-        let shared = self.device.create_qp(
-            self.inner.clone(),
-            send_cq.inner.clone(),
-            recv_cq.inner.clone(),
-            cap,
-        )?;
+        let (inner, device) = match &self.kind {
+            PdKind::Soft { inner, device } => (inner, device),
+            PdKind::Vfio { pd, dev } => {
+                let cq = |c: &CompletionQueue| match &c.kind {
+                    CqKind::Vfio(cq, _) => Ok(cq.clone()),
+                    CqKind::Soft(_) => Err(Error::Config(
+                        "create_qp: the CQ belongs to a soft device, the PD to a vfio device"
+                            .into(),
+                    )),
+                };
+                let caps = rdmesh_vfio::mlx5::QpCaps {
+                    sq_wqebbs: (cap.max_send_wr as usize * 2).max(64),
+                    rq_wqes: cap.max_recv_wr as usize,
+                    rq_sge: cap.max_sge as usize,
+                };
+                let qp = rdmesh_vfio::mlx5::Qp::create(pd, &cq(send_cq)?, &cq(recv_cq)?, caps)
+                    .map_err(crate::vfio_provider::convert::err)?;
+                return Ok(QueuePair {
+                    kind: QpKind::Vfio(Arc::new(crate::vfio_provider::VfioQp::new(
+                        qp,
+                        dev.clone(),
+                    ))),
+                });
+            }
+        };
+        let soft_cq = |c: &CompletionQueue| {
+            c.soft().cloned().ok_or_else(|| {
+                Error::Config(
+                    "create_qp: the CQ belongs to a vfio device, the PD to a soft device".into(),
+                )
+            })
+        };
+        let shared = device.create_qp(inner.clone(), soft_cq(send_cq)?, soft_cq(recv_cq)?, cap)?;
         Ok(QueuePair {
-            shared,
-            device: self.device.clone(),
+            kind: QpKind::Soft {
+                shared,
+                device: device.clone(),
+            },
         })
     }
 }
@@ -387,19 +426,28 @@ impl ProtectionDomain {
 impl QueuePair {
     /// The local QP number (24 bits).
     pub fn qp_num(&self) -> u32 {
-        self.shared.qpn
+        match &self.kind {
+            QpKind::Soft { shared, .. } => shared.qpn,
+            QpKind::Vfio(q) => q.qp.qpn(),
+        }
     }
 
     /// The current state.
     pub fn state(&self) -> QpState {
-        self.shared.state()
+        match &self.kind {
+            QpKind::Soft { shared, .. } => shared.state(),
+            QpKind::Vfio(q) => q.state(),
+        }
     }
 
     /// Moves the QP to `attr.qp_state` (ibv_modify_qp).
     ///
     /// Errors: [`Error::InvalidTransition`] naming what is missing, not allowed or out of range.
     pub fn modify(&self, attr: &QpAttr) -> Result<()> {
-        self.device.modify_qp(&self.shared, attr)
+        match &self.kind {
+            QpKind::Soft { shared, device } => device.modify_qp(shared, attr),
+            QpKind::Vfio(q) => q.modify(attr),
+        }
     }
 
     /// Posts a batch of send work requests, in order (ibv_post_send). Returns at the first one
@@ -408,6 +456,10 @@ impl QueuePair {
     /// Errors: [`Error::Post`]: QP not in RTS, send queue full, too many SGEs, an
     /// SGE list longer than 2^31 bytes.
     pub fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
+        let (shared, device) = match &self.kind {
+            QpKind::Soft { shared, device } => (shared, device),
+            QpKind::Vfio(q) => return q.post_send(wrs),
+        };
         let qpn = self.qp_num();
         let mut wqes = Vec::with_capacity(wrs.len());
         for (index, wr) in wrs.iter().enumerate() {
@@ -460,13 +512,17 @@ impl QueuePair {
                 solicited: wr.solicited,
             });
         }
-        self.device.post_send(&self.shared, wqes)
+        device.post_send(shared, wqes)
     }
 
     /// Posts a batch of receive work requests (ibv_post_recv); allowed from INIT on.
     ///
     /// Errors: [`Error::Post`]: QP in RESET, receive queue full, too many SGEs.
     pub fn post_recv(&self, wrs: &[RecvWr]) -> Result<()> {
+        let (shared, device) = match &self.kind {
+            QpKind::Soft { shared, device } => (shared, device),
+            QpKind::Vfio(q) => return q.post_recv(wrs),
+        };
         let qpn = self.qp_num();
         let mut wqes = Vec::with_capacity(wrs.len());
         for (index, wr) in wrs.iter().enumerate() {
@@ -481,7 +537,7 @@ impl QueuePair {
                 sg_list,
             });
         }
-        self.device.post_recv(&self.shared, wqes)
+        device.post_recv(shared, wqes)
     }
 
     /// Chooses how this QP recovers from lost packets; call it in RESET or INIT (it takes
@@ -490,19 +546,36 @@ impl QueuePair {
     /// between two rdmesh QPs; [`Recovery::GoBackN`] (IBTA, the default) with any RoCE peer.
     ///
     /// Errors: [`Error::Config`] when the QP is already in RTR or later.
+    ///
+    /// vfio provider: the device implements Go-Back-N only; [`Recovery::Selective`] is
+    /// refused with [`Error::Config`].
     pub fn set_recovery(&self, recovery: Recovery) -> Result<()> {
-        self.device.set_recovery(&self.shared, recovery)
+        match &self.kind {
+            QpKind::Soft { shared, device } => device.set_recovery(shared, recovery),
+            QpKind::Vfio(q) => match recovery {
+                Recovery::GoBackN => Ok(()),
+                _ => Err(Error::Config(format!(
+                    "QP {:#x}: the vfio provider's hardware QPs recover with Go-Back-N only",
+                    q.qp.qpn()
+                ))),
+            },
+        }
     }
 
-    /// Transport counters of this QP.
+    /// Transport counters of this QP (vfio provider: all zero; the device keeps its own).
     pub fn counters(&self) -> rdmesh_core::rc::RcCounters {
-        self.shared.counters()
+        match &self.kind {
+            QpKind::Soft { shared, .. } => shared.counters(),
+            QpKind::Vfio(_) => rdmesh_core::rc::RcCounters::default(),
+        }
     }
 }
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        self.device.destroy_qp(self.shared.qpn);
+        if let QpKind::Soft { shared, device } = &self.kind {
+            device.destroy_qp(shared.qpn);
+        }
     }
 }
 

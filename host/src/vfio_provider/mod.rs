@@ -1,0 +1,23 @@
+//! The `vfio` provider: the verbs-shaped API ([`crate::verbs`]) on an mlx5 device driven from
+//! user space by `rdmesh_vfio::mlx5` — a real ConnectX function bound to vfio-pci
+//! ([`crate::verbs::Device::open_vfio`]) or the in-process device model
+//! ([`crate::verbs::Device::open_vfio_model`]).
+//!
+//! Differences from the soft provider:
+//! - Memory regions live in DMA memory registered with an MKEY; the application reaches it only
+//!   through copies ([`crate::verbs::MemoryRegion::read`] / `write`, and `with`, which copies
+//!   the region out, runs the closure on the copy and copies it back). Addresses in SGEs and
+//!   remote addresses are the region's IOVA ([`crate::verbs::MemoryRegion::addr`]).
+//! - The GID table is programmed by the provider (entry 0 = the configured address); a peer's
+//!   MAC comes from [`crate::verbs::Device::set_neighbor`] (there is no kernel ARP under VFIO).
+//! - Completions are read from the device's CQ when polled.
+//!
+//! All `unsafe` stays in `rdmesh-vfio`; this module is safe code.
+
+pub(crate) mod convert;
+pub(crate) mod device;
+pub(crate) mod qp;
+
+pub use device::VfioConfig;
+pub(crate) use device::VfioDevice;
+pub(crate) use qp::VfioQp;
