@@ -4,7 +4,7 @@
 //! marks every RoCEv2 packet above a shared rate CE — `udp dport 4791 limit rate over
 //! 1 mbytes/second ... ip ecn set ce` (one token bucket for both flows: a congested switch
 //! port). Two `rdmesh bench write` servers run in r; each sender runs `rdmesh bench write -D 8
-//! --dcqcn --dcqcn-line-rate 100 --report-interval 250` at the same time.
+//! --dcqcn --dcqcn-line-rate 1000 --report-interval 250` at the same time.
 //!
 //! Checks: CNPs flow (each server's QP sent CNPs, each sender's QP received them, and the
 //! marks the servers saw are the marks the rule made, give or take packets still in flight);
@@ -13,8 +13,8 @@
 //! average goodputs over the window from 3 s after both started to the end is at least 0.9.
 //! Prints both rate traces aligned on wall-clock time, and Jain's index per 1 s window.
 //!
-//! Rates are kept low (line rate 100 Mb/s, a shared 8 Mb/s marking threshold, 8 s each) so
-//! that the test stays bounded (< 60 s) on a loaded 2-core machine.
+//! Rates are kept moderate (line rate 1000 Mb/s, a shared 8 Mb/s marking threshold, 8 s each)
+//! so that the test stays bounded (< 60 s) on a loaded 2-core machine.
 
 mod netns_nft_common;
 
@@ -26,7 +26,7 @@ use rdmesh_tests::{assert_ok, rdmesh_bin, scratch, wait_bounded, NetnsFabric};
 
 const TABLE: &str = "rdmesh_ecn";
 const DURATION_S: &str = "8";
-const LINE_RATE: u64 = 100;
+const LINE_RATE: u64 = 1000;
 /// Jain's index is taken from this long after both senders started.
 const CONVERGE_S: f64 = 3.0;
 

@@ -33,6 +33,8 @@ const MAX_PACKET: usize = 4096 + 128;
 const POLL_INTERVAL: Duration = Duration::from_micros(500);
 /// How often the progress thread scans QP timers while packets keep arriving.
 const TIMER_SCAN_NS: u64 = 100_000;
+/// The shortest gap between two timer scans when a QP's deadline stays due after a scan.
+const MIN_RESCAN_NS: u64 = 10_000;
 /// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
 const ECT0: u8 = 0b10;
 
@@ -774,7 +776,10 @@ impl SoftDevice {
         );
     }
 
-    fn run_timers(&self) {
+    /// Runs the QP timers that are due (retransmit, RNR, DCQCN increase, pacer) and returns
+    /// the earliest deadline still ahead of any QP, in ns since `epoch`.
+    fn run_timers(&self) -> Option<u64> {
+        let mut next: Option<u64> = None;
         let qps: Vec<Arc<QpShared>> = self
             .qps
             .read()
@@ -796,12 +801,17 @@ impl SoftDevice {
                 }
                 self.flush(&qp, &mut core);
             }
+            if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
+                next = Some(next.map_or(d.0, |n| n.min(d.0)));
+            }
         }
+        next
     }
 }
 
-/// The pacer's burst: what the line rate sends in one timer scan of the progress thread (the
-/// pacer is only looked at that often while nothing arrives), and at least two packets.
+/// The pacer's burst: what the line rate sends in one timer scan of the progress thread (while
+/// packets arrive the pacer may be looked at only that often; otherwise the thread wakes at
+/// the pacer's next send time), and at least two packets.
 fn dcqcn_burst_bytes(line_rate_mbps: u64) -> u32 {
     // Mb/s · ns / 8000 = bytes.
     (line_rate_mbps.saturating_mul(TIMER_SCAN_NS) / 8000)
@@ -844,28 +854,64 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; 65536];
     let mut last_scan = 0u64;
     let mut last_publish = 0u64;
-    // With an impairment layer that holds packets, wake often enough to release them on time.
-    if let (Some(d), Receiver::Udp(s)) = (
-        dev.upgrade().and_then(|d| {
-            d.impair
-                .as_ref()
-                .and_then(|i| i.lock().unwrap_or_else(|p| p.into_inner()).poll_interval())
-        }),
-        &rx,
-    ) {
-        let _ = s.set_read_timeout(Some(d));
-    }
+    // Earliest QP deadline (retransmit, RNR, DCQCN increase, pacer send time) at the last
+    // scan, in ns since the device's epoch.
+    let mut next_deadline: Option<u64> = None;
+    // A packet arrived since the last scan: deadlines may have moved (an ACK opened the
+    // window, so the pacer holds a packet back), so scan again within `TIMER_SCAN_NS`.
+    let mut arrived = false;
+    let Some((epoch, max_wait)) = dev.upgrade().map(|d| {
+        // With an impairment layer that holds packets, wake often enough to release them.
+        let impair = d
+            .impair
+            .as_ref()
+            .and_then(|i| i.lock().unwrap_or_else(|p| p.into_inner()).poll_interval());
+        (
+            d.epoch,
+            impair.map_or(POLL_INTERVAL, |i| i.min(POLL_INTERVAL)),
+        )
+    }) else {
+        return;
+    };
     loop {
-        let r = match &rx {
-            Receiver::Udp(s) => {
-                ecn_rx::recv(s, &mut buf).map(|(n, src, ecn)| (n, Some((src, ecn))))
+        // Wait for a datagram, at most until the next deadline. SO_RCVTIMEO cannot time this:
+        // the kernel counts it in jiffies (4 ms at HZ=250), so a paced QP whose next packet is
+        // due in 40 µs would sleep milliseconds and send a burst per wake-up — a small
+        // fraction of the DCQCN rate. poll(2) with a timespec sleeps on an hrtimer.
+        let now = epoch.elapsed().as_nanos() as u64;
+        let mut until = now + max_wait.as_nanos() as u64;
+        if let Some(d) = next_deadline {
+            until = until.min(d);
+        }
+        if arrived {
+            until = until.min(last_scan + TIMER_SCAN_NS);
+        }
+        let wait = Duration::from_nanos(until.saturating_sub(now));
+        let readable = match &rx {
+            Receiver::Udp(s) => wait_readable(s, wait),
+            Receiver::Raw(r) => wait_readable(r, wait),
+        };
+        let r = if readable {
+            match &rx {
+                Receiver::Udp(s) => {
+                    ecn_rx::recv(s, &mut buf).map(|(n, src, ecn)| Some((n, Some((src, ecn)))))
+                }
+                Receiver::Raw(r) => r.recv(&mut buf).map(|n| Some((n, None))),
             }
-            Receiver::Raw(r) => r.recv(&mut buf).map(|n| (n, None)),
+        } else {
+            Ok(None)
         };
         let Some(dev) = dev.upgrade() else { return };
         match r {
-            Ok((n, Some((src, ecn)))) => dev.receive_udp(&buf[..n], src, ecn),
-            Ok((n, None)) => dev.receive_raw(&buf[..n]),
+            Ok(Some((n, Some((src, ecn))))) => {
+                arrived = true;
+                dev.receive_udp(&buf[..n], src, ecn);
+            }
+            Ok(Some((n, None))) => {
+                arrived = true;
+                dev.receive_raw(&buf[..n]);
+            }
+            Ok(None) => {}
             Err(e)
                 if matches!(
                     e.kind(),
@@ -878,13 +924,34 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
         }
         dev.release_impaired();
         let now = dev.now().0;
-        if now.saturating_sub(last_scan) >= TIMER_SCAN_NS {
+        if now.saturating_sub(last_scan) >= TIMER_SCAN_NS || next_deadline.is_some_and(|d| d <= now)
+        {
             last_scan = now;
-            dev.run_timers();
+            arrived = false;
+            // A deadline that is still due after the scan (a QP that reports work it cannot
+            // do yet) is looked at again after `MIN_RESCAN_NS`, not in a busy loop.
+            next_deadline = dev.run_timers().map(|d| d.max(dev.now().0 + MIN_RESCAN_NS));
         }
         if now.saturating_sub(last_publish) >= stats::PUBLISH_INTERVAL.as_nanos() as u64 {
             last_publish = now;
             dev.publish_stats();
         }
+    }
+}
+
+/// Waits up to `timeout` (hrtimer precision) for `fd` to become readable; `false` on timeout
+/// or interruption (the caller loops), `true` when readable or on a poll error (the following
+/// receive then reports it).
+fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let ts = Timespec {
+        tv_sec: timeout.as_secs() as _,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    match poll(&mut fds, Some(&ts)) {
+        Ok(n) => n > 0,
+        Err(rustix::io::Errno::INTR) => false,
+        Err(_) => true,
     }
 }

@@ -109,6 +109,13 @@ impl RawReceiver {
     }
 }
 
+/// The raw socket, for the progress thread's `poll` (it waits with a precise timeout there).
+impl std::os::fd::AsFd for RawReceiver {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.socket)
+    }
+}
+
 /// A received datagram split into what the ICRC check and the transport need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawDatagram<'a> {
