@@ -4,6 +4,8 @@
 //! printed reason on a developer machine, and fail when `RDMESH_REQUIRE_TOOLS=1` (set by
 //! `scripts/test.sh`, so CI never silently skips).
 
+pub mod c_header;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -43,6 +45,37 @@ pub fn rdmesh_bin() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|_| root.join("target"));
     target.join("release/rdmesh")
+}
+
+/// Key=value counters of one `rdmesh bench --counters` line kind.
+pub type Counters = std::collections::HashMap<String, u64>;
+
+/// The `(qp, device)` counters of `role` (`client`, `server`) from the `counters ROLE qp …` /
+/// `counters ROLE device …` lines that `rdmesh bench --counters` prints. Fails the test when
+/// `out` has none for `role`.
+pub fn bench_counters(out: &str, role: &str) -> (Counters, Counters) {
+    let mut qp = Counters::new();
+    let mut dev = Counters::new();
+    for line in out.lines() {
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        if toks.len() < 3 || toks[0] != "counters" || toks[1] != role {
+            continue;
+        }
+        let (map, rest) = match toks[2] {
+            "qp" => (&mut qp, &toks[4..]),
+            "device" => (&mut dev, &toks[3..]),
+            other => panic!("unknown counters line kind {other}: {line}"),
+        };
+        for t in rest {
+            let (k, v) = t.split_once('=').expect("key=value");
+            map.insert(k.to_string(), v.parse().expect("a number"));
+        }
+    }
+    assert!(
+        !qp.is_empty() && !dev.is_empty(),
+        "no counters for {role} in:\n{out}"
+    );
+    (qp, dev)
 }
 
 /// `true` when missing tools must fail the test instead of skipping it.

@@ -15,39 +15,10 @@
 //!
 //! Loss 1 % also runs with `--recovery selective` (IRN-style selective repeat).
 
-use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rdmesh_tests::{assert_ok, rdmesh_bin, run_bounded};
-
-type Counters = HashMap<String, u64>;
-
-/// `(qp, device)` counters of one role from the `--counters` lines.
-fn counters(out: &str, role: &str) -> (Counters, Counters) {
-    let mut qp = Counters::new();
-    let mut dev = Counters::new();
-    for line in out.lines() {
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        if toks.len() < 3 || toks[0] != "counters" || toks[1] != role {
-            continue;
-        }
-        let (map, rest) = match toks[2] {
-            "qp" => (&mut qp, &toks[4..]),
-            "device" => (&mut dev, &toks[3..]),
-            other => panic!("unknown counters line kind {other}: {line}"),
-        };
-        for t in rest {
-            let (k, v) = t.split_once('=').expect("key=value");
-            map.insert(k.to_string(), v.parse().expect("a number"));
-        }
-    }
-    assert!(
-        !qp.is_empty() && !dev.is_empty(),
-        "no counters for {role} in:\n{out}"
-    );
-    (qp, dev)
-}
+use rdmesh_tests::{assert_ok, bench_counters as counters, rdmesh_bin, run_bounded, Counters};
 
 struct Case {
     impair: &'static str,

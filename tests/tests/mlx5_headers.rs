@@ -1,10 +1,10 @@
 //! Every mlx5 constant rdmesh uses, checked against the headers it comes from: rdma-core's
 //! `<infiniband/mlx5dv.h>` (Debian libibverbs-dev) and Linux `include/linux/mlx5/{qp.h,cq.h,
-//! device.h,doorbell.h}` (Debian linux-headers-amd64). The headers are parsed here (enum
-//! entries `NAME = value` and `#define NAME value`, values like `0x1f`, `2 << 2`, `(1 << 6)`,
-//! `BIT(0)`), so a renumbering on either side fails the test.
+//! device.h,doorbell.h}` (Debian linux-headers-amd64). The headers are parsed by
+//! `rdmesh_tests::c_header` (enum entries `NAME = value` and `#define NAME value`, values like
+//! `0x1f`, `2 << 2`, `(1 << 6)`, `BIT(0)`), so a renumbering on either side fails the test.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use rdmesh_core::mlx5::cq::ArmCmd;
@@ -13,53 +13,15 @@ use rdmesh_core::mlx5::{
     cqe, ctrl, datagram, eth, CqeFormat, CqeOpcode, DbRecord, FenceMode, FmCeSe, Opcode, Syndrome,
     DS_LEN, INLINE_SEG, INVALID_LKEY, MAX_DS, MAX_WQEBBS, WQEBB_LEN,
 };
+use rdmesh_tests::c_header::{self, eval};
 use rdmesh_tests::need;
-
-fn eval(expr: &str) -> Option<u64> {
-    let e: String = expr
-        .chars()
-        .filter(|c| !c.is_whitespace() && *c != '(' && *c != ')')
-        .collect();
-    let e = e.trim_end_matches('U').trim_end_matches('u');
-    let num = |s: &str| -> Option<u64> {
-        let s = s.trim_end_matches(['U', 'u', 'L']);
-        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => s.parse().ok(),
-        }
-    };
-    if let Some(b) = e.strip_prefix("BIT") {
-        return num(b).map(|n| 1 << n);
-    }
-    match e.split_once("<<") {
-        Some((a, b)) => Some(num(a)? << num(b)?),
-        None => num(e),
-    }
-}
 
 /// `NAME -> value` for every evaluable `MLX5_*` enum entry or #define of `text`.
 fn constants(text: &str) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
-    for line in text.lines() {
-        let l = line.split("/*").next().unwrap().trim();
-        let (name, value) = if let Some(d) = l.strip_prefix("#define") {
-            match d.trim().split_once(char::is_whitespace) {
-                Some((n, v)) => (n.trim(), v.trim()),
-                None => continue,
-            }
-        } else if let Some((n, v)) = l.split_once('=') {
-            (n.trim(), v.trim().trim_end_matches(','))
-        } else {
-            continue;
-        };
-        if name.starts_with("MLX5_") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
-            if let Some(v) = eval(value) {
-                m.insert(name.to_string(), v);
-            }
-        }
-    }
-    m
+    c_header::constants(text)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("MLX5_"))
+        .collect()
 }
 
 struct Headers {
@@ -69,12 +31,7 @@ struct Headers {
 
 fn headers() -> Option<Headers> {
     let dv = PathBuf::from("/usr/include/infiniband/mlx5dv.h");
-    let linux_dir = std::fs::read_dir("/usr/src")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("include/linux/mlx5"))
-        .find(|p| p.join("qp.h").exists());
+    let linux_dir = c_header::linux_mlx5_dir(&["qp.h"]);
     if !need(
         dv.exists() && linux_dir.is_some(),
         "mlx5dv.h (libibverbs-dev) and Linux mlx5 headers (linux-headers-amd64)",
@@ -297,12 +254,13 @@ fn doorbell_constants() {
 
 #[test]
 fn expression_parser() {
-    assert_eq!(eval("2 << 2"), Some(8));
-    assert_eq!(eval("(1 << 6)"), Some(64));
-    assert_eq!(eval("0x2F"), Some(0x2f));
-    assert_eq!(eval("0x80000000U"), Some(0x8000_0000));
-    assert_eq!(eval("BIT(1)"), Some(2));
-    assert_eq!(eval("MLX5_INLINE_SEG"), None);
+    let none = HashMap::new();
+    assert_eq!(eval("2 << 2", &none), Some(8));
+    assert_eq!(eval("(1 << 6)", &none), Some(64));
+    assert_eq!(eval("0x2F", &none), Some(0x2f));
+    assert_eq!(eval("0x80000000U", &none), Some(0x8000_0000));
+    assert_eq!(eval("BIT(1)", &none), Some(2));
+    assert_eq!(eval("MLX5_INLINE_SEG", &none), None);
     let c = constants(
         "enum {\n\tMLX5_A\t= 0x3, /* x */\n\tMLX5_B = 1 << 24,\n};\n#define MLX5_C 0x3f\n",
     );

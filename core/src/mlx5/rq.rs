@@ -59,6 +59,17 @@ impl<'r> RqWriter<'r> {
         })
     }
 
+    /// Resumes a ring whose producer counter is `head` and consumer counter `tail` (a driver
+    /// that keeps the counters itself and makes a writer per `post_recv` call; compare
+    /// [`SqWriter::with_counter`](super::SqWriter::with_counter)).
+    pub fn with_counters(mut self, head: u16, tail: u16) -> Self {
+        self.head = head;
+        self.tail = tail;
+        self.batch_first = head;
+        self.batch_count = 0;
+        self
+    }
+
     /// Scatter entries per WQE (`stride / 16`, rdma-core `rq.max_gs`).
     pub fn max_sge(&self) -> usize {
         (1usize << self.wqe_shift) / DS_LEN

@@ -1,7 +1,7 @@
 //! Conversions between the verbs types and the mlx5 driver's: send work requests, work
 //! completions and their status, driver errors.
 
-use rdmesh_core::mlx5::cqe::{CqeOpcode, Syndrome};
+use rdmesh_core::mlx5::cqe::CqeOpcode;
 use rdmesh_core::mlx5::{self, Payload, SendFlags, TransportSeg, WrOp};
 use rdmesh_core::rc::{WcOpcode, WcStatus, WorkCompletion};
 use rdmesh_vfio::mlx5::{Completion, DriverError};
@@ -86,25 +86,6 @@ pub(crate) fn send_wr<'a>(wr: &SendWr, sg: &'a [mlx5::Sge]) -> mlx5::SendWr<'a> 
     }
 }
 
-/// The verbs status of an error CQE's syndrome (mlx5dv.h `MLX5_CQE_SYNDROME_*` →
-/// `IBV_WC_*`, rdma-core cq.c `mlx5_handle_error_cqe`).
-pub(crate) fn status(s: Syndrome) -> WcStatus {
-    match s {
-        Syndrome::LocalLengthErr => WcStatus::LocLenErr,
-        Syndrome::LocalQpOpErr => WcStatus::LocQpOpErr,
-        Syndrome::LocalProtErr => WcStatus::LocProtErr,
-        Syndrome::WrFlushErr => WcStatus::WrFlushErr,
-        Syndrome::BadRespErr => WcStatus::BadRespErr,
-        Syndrome::LocalAccessErr => WcStatus::LocAccessErr,
-        Syndrome::RemoteInvalReqErr => WcStatus::RemInvReqErr,
-        Syndrome::RemoteAccessErr => WcStatus::RemAccessErr,
-        Syndrome::RemoteOpErr => WcStatus::RemOpErr,
-        Syndrome::TransportRetryExcErr => WcStatus::RetryExcErr,
-        Syndrome::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
-        _ => WcStatus::RemOpErr,
-    }
-}
-
 /// A verbs work completion for a driver completion.
 pub(crate) fn completion(c: &Completion) -> WorkCompletion {
     let opcode = if c.send {
@@ -123,7 +104,11 @@ pub(crate) fn completion(c: &Completion) -> WorkCompletion {
     let imm = matches!(c.opcode, CqeOpcode::RespWrImm | CqeOpcode::RespSendImm);
     WorkCompletion {
         wr_id: c.wr_id,
-        status: c.error.map_or(WcStatus::Success, |e| status(e.syndrome)),
+        // mlx5dv.h `MLX5_CQE_SYNDROME_*` → `IBV_WC_*` (rdma-core cq.c `mlx5_handle_error_cqe`);
+        // MW_BIND, REMOTE_ABORTED and unknown syndromes have no status of their own here.
+        status: c.error.map_or(WcStatus::Success, |e| {
+            e.syndrome.wc_status().unwrap_or(WcStatus::RemOpErr)
+        }),
         opcode,
         byte_len: c.byte_len,
         imm_data: imm.then_some(c.imm),

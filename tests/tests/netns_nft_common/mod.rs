@@ -4,12 +4,12 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use rdmesh_tests::{bench_counters as counters, Counters};
 use rdmesh_tests::{have, need, rdmesh_bin, NetnsFabric};
 
 /// `true` when this machine can run the test: root, iproute2 and nftables; skips (prints
@@ -57,35 +57,6 @@ pub fn nft_counter(f: &NetnsFabric, ns: usize, table: &str, name: &str) -> u64 {
         .iter()
         .find_map(|e| e.get("counter").and_then(|c| c["packets"].as_u64()))
         .unwrap_or_else(|| panic!("no counter {name} in {out}"))
-}
-
-/// Key=value counters of one `--counters` line kind.
-pub type Counters = HashMap<String, u64>;
-
-/// The `(qp, device)` counters of `role` (`client`, `server`) printed by `--counters`.
-pub fn counters(out: &str, role: &str) -> (Counters, Counters) {
-    let mut qp = Counters::new();
-    let mut dev = Counters::new();
-    for line in out.lines() {
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        if toks.len() < 3 || toks[0] != "counters" || toks[1] != role {
-            continue;
-        }
-        let (map, rest) = match toks[2] {
-            "qp" => (&mut qp, &toks[4..]),
-            "device" => (&mut dev, &toks[3..]),
-            other => panic!("unknown counters line kind {other}: {line}"),
-        };
-        for t in rest {
-            let (k, v) = t.split_once('=').expect("key=value");
-            map.insert(k.to_string(), v.parse().expect("a number"));
-        }
-    }
-    assert!(
-        !qp.is_empty() && !dev.is_empty(),
-        "no counters for {role} in:\n{out}"
-    );
-    (qp, dev)
 }
 
 /// The value of `key` in `m`, failing the test with `what` when it is missing.

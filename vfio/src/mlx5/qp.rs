@@ -16,11 +16,10 @@ use rdmesh_core::mlx5::cmd::{
     QP_RQ_TYPE_REGULAR, QP_ST_RC,
 };
 use rdmesh_core::mlx5::ctrl::CtrlSeg;
-use rdmesh_core::mlx5::data::{DataRepr, DataSeg};
-use rdmesh_core::mlx5::doorbell::{
-    ring_recv, BfMode, Bfreg, BfregConfig, RecvBatch, UAR_BF_OFFSET,
+use rdmesh_core::mlx5::doorbell::{ring_recv, BfMode, Bfreg, BfregConfig, UAR_BF_OFFSET};
+use rdmesh_core::mlx5::{
+    wqebbs_for_ds, Error as WqError, QpType, RqWriter, SendWr, Sge, SqWriter, DS_LEN,
 };
-use rdmesh_core::mlx5::{wqebbs_for_ds, Error as WqError, QpType, SendWr, Sge, SqWriter, DS_LEN};
 use rdmesh_core::rc::Mtu;
 
 use super::cmdif::parse_err;
@@ -626,53 +625,34 @@ impl Qp {
     /// # Errors
     /// [`DriverError::Queue`] for a full ring or too many SGEs; [`DriverError::Dma`].
     pub fn post_recv(&self, reqs: &[RecvRequest<'_>]) -> Result<()> {
+        if reqs.is_empty() {
+            return Ok(());
+        }
         let mut guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let q = &mut *guard;
         let name = self.hca.cfg.name.as_str();
         let qpn = q.qpn;
         let stride = 1usize << q.rq_shift;
-        let max_sge = stride / DS_LEN;
-        let cnt = q.rq_cnt();
-        let first = q.rq_head;
+        let mask = q.rq_cnt().wrapping_sub(1);
         let mut failure = None;
-        for r in reqs {
-            if usize::from(q.rq_head.wrapping_sub(q.rq_tail)) >= cnt {
-                failure = Some(WqError::RingFull { needed: 1, free: 0 });
-                break;
-            }
-            let sges: Vec<&Sge> = r.sges.iter().filter(|s| s.len != 0).collect();
-            if sges.len() > max_sge {
-                failure = Some(WqError::Oversize { ds: sges.len() });
-                break;
-            }
-            let slot = usize::from(q.rq_head) & (cnt - 1);
-            let wqe = &mut q.rq_ring[slot * stride..(slot + 1) * stride];
-            for (j, s) in sges.iter().enumerate() {
-                DataRepr {
-                    byte_count: s.len,
-                    lkey: s.lkey,
-                    addr: s.addr,
+        let batch = {
+            let mut w = RqWriter::new(&mut q.rq_ring, q.rq_shift)
+                .map_err(|e| DriverError::queue(name, qpn, e))?
+                .with_counters(q.rq_head, q.rq_tail);
+            for r in reqs {
+                match w.post(r.sges) {
+                    Ok(idx) => q.rq_wrid[usize::from(idx) & mask] = r.wr_id,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
                 }
-                .emit(&mut DataSeg::new_unchecked(
-                    &mut wqe[j * DS_LEN..(j + 1) * DS_LEN],
-                ));
             }
-            if sges.len() < max_sge {
-                let j = sges.len();
-                DataRepr::END.emit(&mut DataSeg::new_unchecked(
-                    &mut wqe[j * DS_LEN..(j + 1) * DS_LEN],
-                ));
-            }
-            q.rq_wrid[slot] = r.wr_id;
-            q.rq_head = q.rq_head.wrapping_add(1);
-        }
-        let count = q.rq_head.wrapping_sub(first);
-        if count > 0 {
-            let effects = ring_recv(&RecvBatch {
-                first,
-                count,
-                head: q.rq_head,
-            });
+            q.rq_head = w.head();
+            w.take_batch()
+        };
+        if let Some(batch) = batch {
+            let effects = ring_recv(&batch);
             apply(
                 &Target {
                     device: name,

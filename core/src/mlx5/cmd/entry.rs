@@ -17,7 +17,7 @@
 //! `cmdif_checksum` capability is on): `sig` is chosen so that the XOR of all 64 bytes is 0xff,
 //! i.e. with `sig` zero, `sig = !xor(all 64 bytes)`.
 
-use super::view::xor8;
+use super::signature::xor8;
 use super::{CmdError, DeliveryStatus};
 use crate::wire::{read_u32, read_u64, write_u32, write_u64};
 
@@ -63,7 +63,7 @@ pub const OFFSETS: &[(&str, usize)] = &[
     ("status_own", field::STATUS_OWN),
 ];
 
-cmd_view!(CmdEntry, "a 64-byte command queue entry");
+mlx5_view!(CmdEntry, "a 64-byte command queue entry", cmd);
 
 impl<T: AsRef<[u8]>> CmdEntry<T> {
     /// `type` (7 for PCIe).

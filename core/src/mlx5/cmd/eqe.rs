@@ -194,7 +194,7 @@ pub const fn owner_for(pi: u32, nent: u32) -> u8 {
     (pi & nent != 0) as u8
 }
 
-cmd_view!(Eqe, "a 64-byte event queue entry");
+mlx5_view!(Eqe, "a 64-byte event queue entry", cmd);
 
 impl<T: AsRef<[u8]>> Eqe<T> {
     /// The raw event type byte.

@@ -222,7 +222,7 @@ pub const fn health_count(health_counter: u32) -> u32 {
     health_counter & HEALTH_COUNTER_MASK
 }
 
-cmd_view!(InitSeg, "the init segment (BAR0 offset 0)");
+mlx5_view!(InitSeg, "the init segment (BAR0 offset 0)", cmd);
 
 impl<T: AsRef<[u8]>> InitSeg<T> {
     fn reg(&self, off: usize) -> u32 {

@@ -21,7 +21,7 @@
 use core::ops::Range;
 
 use super::entry::INLINE_LEN;
-use super::view::xor8;
+use super::signature::xor8;
 use super::CmdError;
 use crate::wire::{read_u32, read_u64, write_u32, write_u64};
 
@@ -69,7 +69,7 @@ pub fn block_range(len: usize, index: usize) -> Option<Range<usize>> {
     Some(start..len.min(start + DATA_LEN))
 }
 
-cmd_view!(Mailbox, "a 576-byte command mailbox block");
+mlx5_view!(Mailbox, "a 576-byte command mailbox block", cmd);
 
 impl<T: AsRef<[u8]>> Mailbox<T> {
     /// The 512 data bytes.

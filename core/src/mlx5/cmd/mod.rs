@@ -23,8 +23,6 @@
 //! instead of panicking. See `docs/mlx5.md` ("Firmware commands").
 
 #[macro_use]
-mod view;
-#[macro_use]
 pub mod value;
 
 pub mod entry;
@@ -39,6 +37,7 @@ pub mod mailbox;
 mod opcode;
 pub mod qp;
 pub mod resource;
+mod signature;
 mod status;
 pub mod vport;
 
