@@ -58,9 +58,18 @@ impl Capture {
         }))
     }
 
-    /// Records one RoCEv2 packet: `udp_payload` (BTH .. ICRC) sent from `src` to `dst` with IP TOS `tos`.
-    pub fn record(&self, src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) {
-        let frame = frame(src, dst, tos, udp_payload);
+    /// Records one RoCEv2 packet: `udp_payload` (BTH .. ICRC) sent from `src` to `dst` with IP
+    /// TOS `tos` and IPv4 Identification `ident` (the value the kernel writes: 0 for a lone
+    /// datagram, the segment index within a UDP GSO send; ignored for IPv6).
+    pub fn record(
+        &self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        tos: u8,
+        ident: u16,
+        udp_payload: &[u8],
+    ) {
+        let frame = frame(src, dst, tos, ident, udp_payload);
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -72,8 +81,9 @@ impl Capture {
     }
 }
 
-/// Builds the Ethernet frame carrying `udp_payload` from `src` to `dst`.
-pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) -> Vec<u8> {
+/// Builds the Ethernet frame carrying `udp_payload` from `src` to `dst` (IPv4 with DF and
+/// Identification `ident`).
+pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, ident: u16, udp_payload: &[u8]) -> Vec<u8> {
     let udp_len = (udp::HEADER_LEN + udp_payload.len()) as u16;
     let ip = match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
@@ -81,7 +91,7 @@ pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) -> V
             dst: d,
             dscp: tos >> 2,
             ecn: tos & 3,
-            ident: 0,
+            ident,
             dont_frag: true,
             ttl: TTL,
             protocol: 17,

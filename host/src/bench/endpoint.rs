@@ -13,9 +13,21 @@ use crate::verbs::{
     QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
-/// Busy-poll iterations before a poller starts yielding the CPU between polls (the progress
-/// threads need it, most of all on small machines where both ends share the cores).
-pub const SPIN_BEFORE_YIELD: u32 = 64;
+/// How long a waiter busy-polls before it blocks, when it has more than one CPU.
+pub const SPIN_TIME: Duration = Duration::from_micros(50);
+
+/// How long a waiter busy-polls (driving the device without blocking) before it blocks in the
+/// kernel: [`SPIN_TIME`], or nothing when this thread may run on one CPU only (`taskset -c N`,
+/// `--cpus N`): there the peer needs that CPU, and the kernel wakes a blocked thread faster
+/// than a spinning one gives the CPU away.
+pub fn spin_time() -> Duration {
+    static ONE_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ONE_CPU.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() == 1)) {
+        Duration::ZERO
+    } else {
+        SPIN_TIME
+    }
+}
 
 /// Send queue depth of benchmark QPs (perftest's default `-t 128`).
 pub const TX_DEPTH: u32 = 128;
@@ -180,39 +192,45 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Waits for one completion, busy-polling; fails after `timeout` without one, or on an
+    /// Waits for one completion: busy-polls (driving the device on this thread) for
+    /// [`spin_time`], then blocks on the device; fails after `timeout` without one, or on an
     /// error status, naming the QP, the peer and the counters.
     pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
         let start = Instant::now();
-        let mut spins = 0u32;
+        let spin = spin_time();
         loop {
-            if let Some(wc) = self.cq.poll_one() {
-                if wc.status != WcStatus::Success {
-                    return Err(Error::Bench(format!(
-                        "QP {:#08x}: work completion wr_id {} failed with {:?} ({:?}); device counters {:?}; QP counters {:?}",
-                        self.qp.qp_num(),
-                        wc.wr_id,
-                        wc.status,
-                        wc.opcode,
-                        self.device.counters(),
-                        self.qp.counters()
-                    )));
+            let wc = match self.cq.poll_one() {
+                Some(wc) => Some(wc),
+                None if start.elapsed() < spin => continue,
+                None => {
+                    let left = timeout.saturating_sub(start.elapsed());
+                    if left.is_zero() {
+                        return Err(Error::Bench(format!(
+                            "QP {:#08x}: no completion within {:?}; device counters {:?}; QP counters {:?}",
+                            self.qp.qp_num(),
+                            timeout,
+                            self.device.counters(),
+                            self.qp.counters()
+                        )));
+                    }
+                    // Block on the device (soft provider: in the kernel, on its socket): a
+                    // CPU shared with the peer must let it run.
+                    self.cq.wait_one(left.min(Duration::from_millis(1)))
                 }
-                return Ok(wc);
+            };
+            let Some(wc) = wc else { continue };
+            if wc.status != WcStatus::Success {
+                return Err(Error::Bench(format!(
+                    "QP {:#08x}: work completion wr_id {} failed with {:?} ({:?}); device counters {:?}; QP counters {:?}",
+                    self.qp.qp_num(),
+                    wc.wr_id,
+                    wc.status,
+                    wc.opcode,
+                    self.device.counters(),
+                    self.qp.counters()
+                )));
             }
-            spins += 1;
-            if spins >= SPIN_BEFORE_YIELD {
-                if start.elapsed() > timeout {
-                    return Err(Error::Bench(format!(
-                        "QP {:#08x}: no completion within {:?}; device counters {:?}; QP counters {:?}",
-                        self.qp.qp_num(),
-                        timeout,
-                        self.device.counters(),
-                        self.qp.counters()
-                    )));
-                }
-                std::thread::yield_now();
-            }
+            return Ok(wc);
         }
     }
 }

@@ -1,14 +1,15 @@
 //! `rdmesh bench`: perftest-shaped bandwidth and latency tests over the verbs API.
 
+pub mod affinity;
 pub mod counters;
 pub mod endpoint;
 pub mod oob;
 pub mod pattern;
 pub mod perftest;
 pub mod perftest_oob;
+pub mod reference;
 pub mod run;
 pub mod stats;
 pub mod trace;
-pub mod udp_reference;
 
 pub use run::{run, BenchOptions, Mode};

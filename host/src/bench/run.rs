@@ -4,9 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bench::endpoint::{
-    common_mtu, DeviceChoice, Endpoint, RX_DEPTH, SPIN_BEFORE_YIELD, TX_DEPTH,
-};
+use crate::bench::endpoint::{common_mtu, spin_time, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
 use crate::bench::oob::{Channel, Hello, QpInfo, Report, Start};
 use crate::bench::pattern;
 use crate::bench::stats::{self, BwResult, LatResult};
@@ -75,8 +73,20 @@ pub struct BenchOptions {
     pub mtu: Option<u32>,
     /// Out-of-band and completion timeout.
     pub timeout: Duration,
-    /// Also measure plain UDP in the same run (loopback only) and print the ratio.
+    /// Also measure plain UDP between two processes in the same run (loopback only) and print
+    /// the ratio ([`crate::bench::reference`]).
     pub compare_udp: bool,
+    /// Also measure one TCP stream between two processes in the same run (loopback only,
+    /// bandwidth) and print the ratio.
+    pub compare_tcp: bool,
+    /// Pin every thread (and the reference's processes) to these CPUs.
+    pub cpus: Option<Vec<usize>>,
+    /// Queue pairs run side by side (perftest's `-q`), each on its own soft device — its own
+    /// UDP socket and progress — and thread; the aggregate bandwidth is printed. Loopback
+    /// bandwidth tests only.
+    pub qps: u32,
+    /// Print nothing (one QP of a `-q` run; the caller prints the table).
+    pub quiet: bool,
     /// Speak perftest's out-of-band exchange instead of rdmesh's (the peer is ib_write_bw,
     /// ib_send_bw, ib_read_bw or ib_write_lat); see [`crate::bench::perftest`].
     pub perftest_compat: bool,
@@ -157,6 +167,9 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
                 .into(),
         ));
     }
+    if let Some(cpus) = &opts.cpus {
+        crate::bench::affinity::pin(cpus)?;
+    }
     let capture = match &opts.pcap {
         Some(p) => Some(Capture::create(p)?),
         None => None,
@@ -165,53 +178,23 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
         return crate::bench::perftest::run(opts, capture);
     }
     if opts.loopback {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::io("reading the out-of-band port", e))?
-            .port();
-        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let server_choice = DeviceChoice {
-            addr: lo,
-            udp_port: None,
-            capture: capture.clone(),
-            capture_received: false,
-            raw_receive: false,
-            corrupt_tx_icrc: None,
-            impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
-            dcqcn: opts.dcqcn,
+        let results = if opts.qps > 1 {
+            loopback_qps(opts, &capture)?
+        } else {
+            loopback_pair(opts, &capture)?
         };
-        let client_choice = DeviceChoice {
-            addr: lo,
-            udp_port: Some(opts.udp_port.unwrap_or(0)),
-            capture: capture.clone(),
-            capture_received: false,
-            raw_receive: false,
-            corrupt_tx_icrc: opts.corrupt_tx_icrc,
-            impair: opts.impair,
-            dcqcn: opts.dcqcn,
-        };
-        let sopts = opts.clone();
-        let server = std::thread::Builder::new()
-            .name("rdmesh-bench-server".into())
-            .spawn(move || -> Result<()> {
-                let (stream, _) = listener
-                    .accept()
-                    .map_err(|e| Error::io("accepting the loopback client", e))?;
-                serve(&sopts, Channel::new(stream, sopts.timeout)?, &server_choice)
-            })
-            .map_err(|e| Error::io("starting the loopback server thread", e))?;
-        let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
-            .map_err(|e| Error::io("connecting to the loopback server", e))?;
-        let client_result = client(opts, Channel::new(stream, opts.timeout)?, &client_choice);
-        let server_result = server
-            .join()
-            .map_err(|_| Error::Bench("the loopback server thread panicked".into()))?;
-        let results = client_result?;
-        server_result?;
         if opts.compare_udp {
-            crate::bench::udp_reference::compare(opts, &results)?;
+            crate::bench::reference::compare(
+                opts,
+                crate::bench::reference::Reference::Udp,
+                &results,
+            )?;
+        } else if opts.compare_tcp {
+            crate::bench::reference::compare(
+                opts,
+                crate::bench::reference::Reference::Tcp,
+                &results,
+            )?;
         }
     } else if let Some(host) = &opts.server {
         let addr = (host.as_str(), opts.tcp_port)
@@ -277,6 +260,128 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
     Ok(())
+}
+
+/// Both ends of the benchmark in this process over 127.0.0.1: the server on its own thread.
+fn loopback_pair(
+    opts: &BenchOptions,
+    capture: &Option<std::sync::Arc<Capture>>,
+) -> Result<Vec<SizeResult>> {
+    let capture = capture.clone();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| Error::io("binding the loopback out-of-band port", e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading the out-of-band port", e))?
+        .port();
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let server_choice = DeviceChoice {
+        addr: lo,
+        udp_port: None,
+        capture: capture.clone(),
+        capture_received: false,
+        raw_receive: false,
+        corrupt_tx_icrc: None,
+        impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
+        dcqcn: opts.dcqcn,
+    };
+    let client_choice = DeviceChoice {
+        addr: lo,
+        udp_port: Some(opts.udp_port.unwrap_or(0)),
+        capture: capture.clone(),
+        capture_received: false,
+        raw_receive: false,
+        corrupt_tx_icrc: opts.corrupt_tx_icrc,
+        impair: opts.impair,
+        dcqcn: opts.dcqcn,
+    };
+    let sopts = opts.clone();
+    let server = std::thread::Builder::new()
+        .name("rdmesh-bench-server".into())
+        .spawn(move || -> Result<()> {
+            let (stream, _) = listener
+                .accept()
+                .map_err(|e| Error::io("accepting the loopback client", e))?;
+            serve(&sopts, Channel::new(stream, sopts.timeout)?, &server_choice)
+        })
+        .map_err(|e| Error::io("starting the loopback server thread", e))?;
+    let stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+        .map_err(|e| Error::io("connecting to the loopback server", e))?;
+    let client_result = client(opts, Channel::new(stream, opts.timeout)?, &client_choice);
+    let server_result = server
+        .join()
+        .map_err(|_| Error::Bench("the loopback server thread panicked".into()))?;
+    let results = client_result?;
+    server_result?;
+    Ok(results)
+}
+
+/// `-q N`: N loopback pairs side by side, one thread each; prints each QP's row and the
+/// aggregate (the sum of the QPs' average bandwidths, as perftest's `-q` reports).
+fn loopback_qps(
+    opts: &BenchOptions,
+    capture: &Option<std::sync::Arc<Capture>>,
+) -> Result<Vec<SizeResult>> {
+    if opts.lat {
+        return Err(Error::Config(
+            "-q applies to bandwidth tests; --lat uses one QP".into(),
+        ));
+    }
+    let quiet = BenchOptions {
+        quiet: true,
+        compare_udp: false,
+        compare_tcp: false,
+        ..opts.clone()
+    };
+    let runs: Vec<Result<Vec<SizeResult>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..opts.qps)
+            .map(|_| scope.spawn(|| loopback_pair(&quiet, capture)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Bench("a -q benchmark thread panicked".into())))
+            })
+            .collect()
+    });
+    let runs = runs.into_iter().collect::<Result<Vec<_>>>()?;
+    println!("{}", stats::RULE);
+    println!(
+        "                    {:?} BW Test, {} QPs (one soft device, socket and thread each)",
+        opts.mode, opts.qps
+    );
+    println!("{}", stats::bw_header(opts.report_gbits));
+    let mut aggregate = Vec::new();
+    for (i, &size) in opts.sizes.iter().enumerate() {
+        let mut sum: Option<BwResult> = None;
+        for (q, run) in runs.iter().enumerate() {
+            if let Some(SizeResult::Bw(r)) = run.get(i) {
+                println!("{} (QP {q})", stats::bw_row(r, opts.report_gbits));
+                let s = sum.get_or_insert(BwResult {
+                    bytes: size,
+                    iters: 0,
+                    peak_bps: 0.0,
+                    avg_bps: 0.0,
+                    msg_rate: 0.0,
+                });
+                s.iters += r.iters;
+                s.peak_bps += r.peak_bps;
+                s.avg_bps += r.avg_bps;
+                s.msg_rate += r.msg_rate;
+            }
+        }
+        if let Some(s) = sum {
+            println!(
+                "{} (aggregate of {} QPs)",
+                stats::bw_row(&s, opts.report_gbits),
+                opts.qps
+            );
+            aggregate.push(SizeResult::Bw(s));
+        }
+    }
+    println!("{}", stats::RULE);
+    Ok(aggregate)
 }
 
 /// The local address the kernel would use to reach `dst`.
@@ -363,15 +468,17 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;
-    header_line(opts, &ep, &peer, mtu.bytes());
-    println!(
-        "{}",
-        if opts.lat {
-            stats::lat_header()
-        } else {
-            stats::bw_header(opts.report_gbits)
-        }
-    );
+    if !opts.quiet {
+        header_line(opts, &ep, &peer, mtu.bytes());
+        println!(
+            "{}",
+            if opts.lat {
+                stats::lat_header()
+            } else {
+                stats::bw_header(opts.report_gbits)
+            }
+        );
+    }
     let mut total_verified = 0u64;
     let mut results = Vec::new();
     for &size in &opts.sizes {
@@ -415,9 +522,13 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
             )));
         }
         total_verified += verified + r.value;
-        println!("{row}");
+        if !opts.quiet {
+            println!("{row}");
+        }
     }
-    println!("{}", stats::RULE);
+    if !opts.quiet {
+        println!("{}", stats::RULE);
+    }
     tracing::info!(qp = ?ep.qp.counters(), device = ?ep.device.counters(), "client counters");
     if opts.counters {
         print_counters("client", &ep);
@@ -970,44 +1081,41 @@ fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Waits until the marker of message `i` arrives in the last byte of slot 1.
+/// Waits until the marker of message `i` arrives in the last byte of slot 1: busy-polls
+/// memory and the device for [`spin_time`], then blocks on the device until a packet comes.
 fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
     let want = marker(i);
     let start = Instant::now();
+    let spin = spin_time();
     let mut b = [0u8; 1];
-    let mut spins = 0u32;
     loop {
-        ep.mr.read(2 * size as usize - 1, &mut b)?;
-        if b[0] == want {
-            // Reap the completions of our own unsignaled writes (none are produced) and errors.
-            if let Some(wc) = ep.cq.poll_one() {
-                if wc.status != crate::verbs::WcStatus::Success {
-                    return Err(Error::Bench(format!(
-                        "write latency: completion error {:?}",
-                        wc.status
-                    )));
-                }
-            }
-            return Ok(());
-        }
-        spins += 1;
-        if spins >= SPIN_BEFORE_YIELD {
-            if let Some(wc) = ep.cq.poll_one() {
-                if wc.status != crate::verbs::WcStatus::Success {
-                    return Err(Error::Bench(format!(
-                        "write latency: completion error {:?} on QP {:#08x}",
-                        wc.status,
-                        ep.qp.qp_num()
-                    )));
-                }
-            }
-            if start.elapsed() > timeout {
+        // Completions of our own unsignaled writes (none are produced) and errors.
+        if let Some(wc) = ep.cq.poll_ready() {
+            if wc.status != crate::verbs::WcStatus::Success {
                 return Err(Error::Bench(format!(
-                    "write latency: message {i} did not arrive within {timeout:?}; device counters {:?}",
-                    ep.device.counters()
+                    "write latency: completion error {:?} on QP {:#08x}",
+                    wc.status,
+                    ep.qp.qp_num()
                 )));
             }
-            std::thread::yield_now();
         }
+        ep.mr.read(2 * size as usize - 1, &mut b)?;
+        if b[0] == want {
+            return Ok(());
+        }
+        let elapsed = start.elapsed();
+        if elapsed < spin {
+            ep.device.progress(None);
+            continue;
+        }
+        let left = timeout.saturating_sub(elapsed);
+        if left.is_zero() {
+            return Err(Error::Bench(format!(
+                "write latency: message {i} did not arrive within {timeout:?}; device counters {:?}",
+                ep.device.counters()
+            )));
+        }
+        // Receive on this thread, blocking on the device's socket until a packet comes.
+        ep.device.progress(Some(left.min(Duration::from_millis(1))));
     }
 }

@@ -51,6 +51,50 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Device and QP counters of running rdmesh processes (like `rdma statistic show`).
     Stats(stats::StatsArgs),
+    /// The peer process of a benchmark reference (`rdmesh bench --compare-tcp/--compare-udp`
+    /// runs it); prints its port, serves one run, exits.
+    #[command(hide = true)]
+    ReferencePeer {
+        /// What to serve.
+        #[arg(value_enum)]
+        kind: crate::bench::reference::PeerKind,
+        /// UDP sink: datagrams per message (an acknowledgement at each message end).
+        #[arg(long, default_value_t = 1)]
+        per_msg: u64,
+    },
+}
+
+/// Parses a CPU list in taskset's syntax (`0`, `0,2`, `0-3`, `0-1,4`).
+///
+/// Errors: [`Error::Config`] naming the part that is not a CPU number or range.
+pub fn parse_cpu_list(list: &str) -> Result<Vec<usize>> {
+    let bad = |p: &str| {
+        Error::Config(format!(
+            "--cpus {list}: {p:?} is not a CPU number or range (taskset syntax: 0,2-3)"
+        ))
+    };
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad(part))?,
+                    b.trim().parse().map_err(|_| bad(part))?,
+                );
+                if a > b {
+                    return Err(bad(part));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad(part))?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(bad(list));
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 /// `rdmesh pcap` subcommands.
@@ -120,9 +164,22 @@ pub struct BenchArgs {
     /// Seconds to wait for the peer or for a completion before giving up.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
-    /// With --loopback: also measure plain UDP in the same run and print the ratio.
+    /// With --loopback: also measure plain UDP between two processes in the same run and print
+    /// the ratio (a ping-pong with --lat; datagrams with the RC window otherwise).
     #[arg(long)]
     pub compare_udp: bool,
+    /// With --loopback, bandwidth tests: also measure one TCP stream between two processes
+    /// (iperf3's shape, same message size and count or duration) and print the ratio.
+    #[arg(long, conflicts_with = "lat")]
+    pub compare_tcp: bool,
+    /// Pin every thread of the run, the reference's processes included, to these CPUs
+    /// (taskset's list syntax: `0`, `0,1`, `0-3`).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Queue pairs side by side (perftest's -q), each on its own soft device, socket and
+    /// thread; prints each QP and the aggregate. With --loopback, bandwidth tests.
+    #[arg(short = 'q', long = "qps", default_value_t = 1)]
+    pub qps: u32,
     /// Talk to perftest (ib_write_bw, ib_send_bw, ib_read_bw, ib_write_lat with --lat) with
     /// its own out-of-band exchange, as client or server. Implies --raw-rx.
     #[arg(long)]
@@ -225,8 +282,21 @@ impl BenchArgs {
                 "--recovery selective needs an rdmesh peer; perftest peers use go-back-N".into(),
             ));
         }
-        if self.compare_udp && !self.loopback {
-            return Err(Error::Config("--compare-udp needs --loopback".into()));
+        if (self.compare_udp || self.compare_tcp) && !self.loopback {
+            return Err(Error::Config(
+                "--compare-udp and --compare-tcp need --loopback".into(),
+            ));
+        }
+        if self.qps > 1 && (!self.loopback || self.lat) {
+            return Err(Error::Config(
+                "-q N runs N QP pairs in this process: it needs --loopback and a bandwidth test"
+                    .into(),
+            ));
+        }
+        if self.compare_udp && self.compare_tcp {
+            return Err(Error::Config(
+                "choose one reference: --compare-udp or --compare-tcp".into(),
+            ));
         }
         if let Some(m) = self.mtu {
             if ![256, 512, 1024, 2048, 4096].contains(&m) {
@@ -271,6 +341,10 @@ impl BenchArgs {
             mtu: self.mtu,
             timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
             compare_udp: self.compare_udp,
+            compare_tcp: self.compare_tcp,
+            qps: self.qps.max(1),
+            quiet: false,
+            cpus: self.cpus.as_deref().map(parse_cpu_list).transpose()?,
             perftest_compat: self.perftest_compat,
             raw_rx: self.raw_rx || (self.perftest_compat && !self.no_raw_rx),
             corrupt_tx_icrc: self.corrupt_icrc_packet,
@@ -310,6 +384,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
         Command::Doctor(args) => doctor::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::ReferencePeer { kind, per_msg } => {
+            crate::bench::reference::serve_peer(kind, per_msg)
+        }
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(

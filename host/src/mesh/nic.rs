@@ -184,6 +184,33 @@ impl Nic {
     pub fn active_mtu(&self) -> u32 {
         self.device.info().active_mtu().bytes()
     }
+
+    /// The largest path MTU this end can use on any route, bytes: a soft device sends what the
+    /// route allows (4096, IBTA's maximum; each end caps it by its route in
+    /// [`path_mtu`](Self::path_mtu)); a hardware port what its netdev allows.
+    pub fn max_mtu(&self) -> u32 {
+        if self.device.provider() == "soft" {
+            crate::verbs::Mtu::Mtu4096.bytes()
+        } else {
+            self.active_mtu()
+        }
+    }
+
+    /// The path MTU towards `peer` in bytes and where it came from: for a soft device the route's
+    /// MTU (two ranks on one host reach each other through `lo` whatever netdev their addresses
+    /// are on), else — or when the route cannot be read — the netdev's.
+    pub fn path_mtu(&self, peer: std::net::IpAddr) -> (u32, String) {
+        if self.device.provider() == "soft" {
+            if let Some((mtu, route)) = crate::soft::path_mtu::ib_path_mtu(self.spec.addr.ip, peer)
+            {
+                return (mtu.bytes(), format!("route MTU {route}"));
+            }
+        }
+        (
+            self.active_mtu(),
+            format!("{} MTU {}", self.spec.netdev, self.device.info().netdev_mtu),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -373,7 +373,7 @@ impl Rail {
             udp_port: self.nic.device.local_addr().port(),
             qpn: self.qp.qp_num(),
             psn: self.psn,
-            mtu: self.nic.active_mtu(),
+            mtu: self.nic.max_mtu(),
             credit_va: self.credit_mr.addr(),
             credit_rkey: self.credit_mr.rkey(),
             recv_slots: self.params.recv_slots,
@@ -394,7 +394,29 @@ impl Rail {
                 self.link, peer.recv_slot_size, self.params.send_slot_size
             )));
         }
-        let mtu = Mtu::from_bytes(self.nic.active_mtu().min(peer.mtu)).unwrap_or(Mtu::Mtu1024);
+        let (local_mtu, why) = self.nic.path_mtu(peer.addr);
+        let mtu = Mtu::from_bytes(local_mtu.min(peer.mtu)).unwrap_or(Mtu::Mtu1024);
+        let family = if peer.addr.is_ipv4() {
+            if crate::mesh::route::prefer_ipv6() {
+                "IPv4 (the peer has no IPv6 address on this link)"
+            } else {
+                "IPv4 (preferred; RDMESH_PREFER_IPV6=1 picks IPv6 where both ends have it)"
+            }
+        } else if crate::mesh::route::prefer_ipv6() {
+            "IPv6 (RDMESH_PREFER_IPV6=1)"
+        } else {
+            "IPv6 (no IPv4 address of the peer on this link)"
+        };
+        tracing::info!(
+            netdev = %self.nic.spec.netdev,
+            local = %self.nic.spec.addr.ip,
+            peer = %peer.addr,
+            path_mtu = mtu.bytes(),
+            peer_max_mtu = peer.mtu,
+            mtu_source = %why,
+            family,
+            "rail path chosen"
+        );
         let host = |what: &str, e: crate::Error| {
             MeshError::Host(format!("rail {}: {what}: {e}", self.link))
         };

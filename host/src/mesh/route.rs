@@ -58,7 +58,15 @@ fn rails_where(local: &[NicSpec], peer: &[IfAddr], same_host: bool) -> Vec<RailC
             candidates.push((nic.addr.prefix_len, i, pa.ip));
         }
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    // IPv4 first (unless RDMESH_PREFER_IPV6=1): one port's v4 and v6 addresses make one rail,
+    // and the v4 one is what both ends of a RoCE link reliably have; then longest prefixes.
+    let v6_first = prefer_ipv6();
+    candidates.sort_by(|a, b| {
+        (a.2.is_ipv6() != v6_first)
+            .cmp(&(b.2.is_ipv6() != v6_first))
+            .then(b.0.cmp(&a.0))
+            .then(a.1.cmp(&b.1))
+    });
     for (_, i, ip) in candidates {
         let key = (local[i].device.clone(), local[i].port);
         if ports_used.contains(&key) || out.iter().any(|r| r.peer_addr == ip) {
@@ -78,6 +86,12 @@ fn rails_where(local: &[NicSpec], peer: &[IfAddr], same_host: bool) -> Vec<RailC
             .then(a.nic.cmp(&b.nic))
     });
     out
+}
+
+/// Whether rails prefer IPv6 addresses where a port has both (`RDMESH_PREFER_IPV6=1`); the
+/// default is IPv4.
+pub fn prefer_ipv6() -> bool {
+    std::env::var("RDMESH_PREFER_IPV6").is_ok_and(|v| v == "1")
 }
 
 /// Whether two nodes share a link: an address of one lies in the subnet of an address of the

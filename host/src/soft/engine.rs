@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
@@ -15,9 +15,11 @@ use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
 use crate::capture::Capture;
 use crate::error::{Error, Result};
+use crate::soft::ident::{with_ident, IdentSolver};
 use crate::soft::impair::{ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
-use crate::soft::{ecn_rx, headers, stats};
+use crate::soft::tx_batch::{coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch};
+use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
@@ -35,6 +37,19 @@ const POLL_INTERVAL: Duration = Duration::from_micros(500);
 const TIMER_SCAN_NS: u64 = 100_000;
 /// The shortest gap between two timer scans when a QP's deadline stays due after a scan.
 const MIN_RESCAN_NS: u64 = 10_000;
+/// An application thread that drove progress this recently (ns) keeps the progress thread off
+/// the socket: it runs timers only (see [`SoftDevice::progress`]).
+const APP_GRACE_NS: u64 = 500_000;
+/// Most datagrams (or GRO batches) one receive burst takes before it lets the caller go on.
+const RX_BURST: usize = 64;
+/// Receive buffer: the largest GRO batch.
+const RX_BUF: usize = 65536;
+/// An application's blocking wait uses a blocking `recvmsg` (woken by the packet, returning after
+/// the socket's read timeout, jiffy-rounded) only when no timer is due within this long, ns;
+/// otherwise `poll(2)` with a precise timeout.
+const BLOCKING_RECV_MIN_NS: u64 = 10_000_000;
+/// No deadline (the `next_deadline` cache).
+const NO_DEADLINE: u64 = u64::MAX;
 /// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
 const ECT0: u8 = 0b10;
 
@@ -125,6 +140,26 @@ pub(crate) struct SoftDevice {
     dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
     /// Counter snapshots for `rdmesh stats` (`None` with `RDMESH_STATS=0`).
     stats: Option<stats::Publisher>,
+    /// Send with UDP GSO (cleared when the kernel refuses a GSO send).
+    gso: AtomicBool,
+    /// The receive side of the UDP socket, taken by whichever thread drives progress.
+    rx: Mutex<RxState>,
+    /// When an application thread last drove progress, ns since `epoch`.
+    app_poll_ns: AtomicU64,
+    /// Application threads now blocked waiting for packets on the socket.
+    app_waiting: AtomicU32,
+    /// The earliest QP deadline known (timers, pacer, held ACKs), ns since `epoch`; never later
+    /// than the real one, since every flush lowers it.
+    next_deadline: AtomicU64,
+    /// When the QP timers were last scanned, ns since `epoch`.
+    last_scan: AtomicU64,
+}
+
+/// Buffers of the UDP receive path.
+#[derive(Debug)]
+struct RxState {
+    buf: Vec<u8>,
+    ident: IdentSolver,
 }
 
 /// Where the progress thread receives.
@@ -157,6 +192,12 @@ struct QpCore {
     rtr: Option<RtrConfig>,
     /// Loss recovery mode applied at RTR (`QueuePair::set_recovery`).
     recovery: Recovery,
+    /// Where flushes build their GSO sends (empty until the first flush).
+    txbuf: Vec<u8>,
+    /// The plain ACK held back for coalescing.
+    ack_hold: AckHold,
+    /// BTH opcode of the last request received (whether its ACK may be held).
+    last_req_opcode: u8,
 }
 
 impl QpShared {
@@ -266,9 +307,12 @@ impl SoftDevice {
                 .map_err(|e| Error::io("cloning the UDP socket", e))?
                 .into();
             setopt(
-                ecn_rx::enable(std_sock, !want.is_ipv4()),
+                udp_io::enable_ecn(std_sock, !want.is_ipv4()),
                 "IP_RECVTOS / IPV6_RECVTCLASS",
             )?;
+            if let Err(e) = udp_io::enable_gro(std_sock) {
+                tracing::debug!(device = %info.name, error = %e, "UDP_GRO unavailable: one datagram per receive");
+            }
             let clone = sock
                 .try_clone()
                 .map_err(|e| Error::io("cloning the UDP socket for the progress thread", e))?;
@@ -276,6 +320,10 @@ impl SoftDevice {
         };
         let socket: UdpSocket = sock.into();
         let info_name = info.name.clone();
+        let gso = config.gso
+            && !config.raw_receive
+            && config.impair.is_none()
+            && config.corrupt_tx_icrc.is_none();
         let dev = Arc::new(SoftDevice {
             info,
             local,
@@ -293,6 +341,15 @@ impl SoftDevice {
             impair: config.impair.map(|i| Mutex::new(Impairer::new(i))),
             dcqcn: config.dcqcn,
             stats: stats::Publisher::new(&info_name, local.port()),
+            gso: AtomicBool::new(gso),
+            rx: Mutex::new(RxState {
+                buf: vec![0u8; RX_BUF],
+                ident: IdentSolver::default(),
+            }),
+            app_poll_ns: AtomicU64::new(0),
+            app_waiting: AtomicU32::new(0),
+            next_deadline: AtomicU64::new(NO_DEADLINE),
+            last_scan: AtomicU64::new(0),
         });
         dev.publish_stats();
         let weak = Arc::downgrade(&dev);
@@ -300,7 +357,7 @@ impl SoftDevice {
             .name(format!("rdmesh-soft {local}"))
             .spawn(move || progress_loop(weak, rx))
             .map_err(|e| Error::io("starting the soft provider's progress thread", e))?;
-        tracing::info!(device = %dev.info.name, netdev = %dev.info.netdev, %local, mtu = dev.info.netdev_mtu, raw_receive = dev.raw_receive, "soft RoCEv2 device open");
+        tracing::info!(device = %dev.info.name, netdev = %dev.info.netdev, %local, mtu = dev.info.netdev_mtu, raw_receive = dev.raw_receive, gso, "soft RoCEv2 device open");
         Ok(dev)
     }
 
@@ -346,6 +403,9 @@ impl SoftDevice {
                 early_recvs: Vec::new(),
                 rtr: None,
                 recovery: Recovery::GoBackN,
+                txbuf: Vec::new(),
+                ack_hold: AckHold::default(),
+                last_req_opcode: 0,
             }),
         });
         qps.insert(qpn, shared.clone());
@@ -509,49 +569,151 @@ impl SoftDevice {
         result
     }
 
-    /// Sends every packet the QP's state machine has ready, then moves completions to the CQs.
+    /// Sends every packet the QP's state machine has ready — packed into UDP GSO sends, plain
+    /// ACKs of WRITEs held back for coalescing (module `tx_batch`) — then moves completions to
+    /// the CQs.
     fn flush(&self, qp: &QpShared, core: &mut QpCore) {
-        let (Some(rc), Some(remote)) = (core.rc.as_mut(), core.remote) else {
+        let QpCore {
+            rc,
+            remote,
+            txbuf,
+            ack_hold,
+            last_req_opcode,
+            ..
+        } = core;
+        let (Some(rc), Some(remote)) = (rc.as_mut(), *remote) else {
             return;
         };
-        let mut buf = [0u8; MAX_PACKET];
+        if txbuf.len() < udp_io::MAX_GSO_BYTES + MAX_PACKET {
+            txbuf.resize(udp_io::MAX_GSO_BYTES + MAX_PACKET, 0);
+        }
+        let ctx = headers::context(self.local, remote);
+        let max_segments = if self.gso.load(Ordering::Relaxed) {
+            udp_io::MAX_GSO_SEGMENTS
+        } else {
+            1
+        };
+        let hold_acks = coalesces_acks_of(*last_req_opcode);
+        let mut batch = TxBatch::new(max_segments);
         let mut mem = PdMemory(&qp.pd);
+        // One clock read per flush: a packet's timestamps (retransmit timer, pacer) may lag by
+        // the microseconds the flush takes, which only delays them.
+        let now = self.now();
         loop {
-            let now = self.now();
-            let Some(n) = rc.poll_transmit(now, &mut mem, &mut buf[..MAX_PACKET - 4]) else {
+            if !batch.has_room(MAX_PACKET) {
+                self.send_batch(qp, &mut txbuf[..batch.used], &batch, &ctx, remote);
+                batch.clear();
+            }
+            let at = batch.used;
+            let Some(n) = rc.poll_transmit(now, &mut mem, &mut txbuf[at..at + MAX_PACKET - 4])
+            else {
                 break;
             };
-            if let Err(e) = headers::context(self.local, remote).seal(&mut buf[..n + 4]) {
-                tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
-                continue;
+            if let Some(psn) = plain_ack_psn(&txbuf[at..at + n]) {
+                if hold_acks {
+                    ack_hold.hold(now.0, &txbuf[at..at + n], psn);
+                    continue;
+                }
+                ack_hold.sent(psn);
             }
-            let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
-            if self.corrupt_tx_icrc == Some(seq) {
-                buf[n] ^= 0xff;
-                bump(&self.counters.tx_icrc_corrupted);
-                tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
+            if batch.push(n + 4) == Push::SendFirst {
+                self.send_batch(qp, &mut txbuf[..at], &batch, &ctx, remote);
+                txbuf.copy_within(at..at + n + 4, 0);
+                batch.restart(n + 4);
             }
-            let pkt = &buf[..n + 4];
-            self.transmit(pkt, remote);
-            if let Some(cap) = &self.capture {
-                cap.record(self.local, remote, self.tos, pkt);
+        }
+        if batch.count > 0 {
+            self.send_batch(qp, &mut txbuf[..batch.used], &batch, &ctx, remote);
+        }
+        if ack_hold.due(now.0) {
+            if let Some(n) = ack_hold.take(&mut txbuf[..]) {
+                let mut one = TxBatch::new(1);
+                one.push(n + 4);
+                self.send_batch(qp, &mut txbuf[..n + 4], &one, &ctx, remote);
             }
         }
         // CNPs the notification point generated for CE-marked packets (28 bytes + ICRC). They
         // bypass the impairment layer, so its accounting covers data and ACKs only.
-        let rc = core.rc.as_mut().expect("checked above");
+        let buf = &mut txbuf[..MAX_PACKET];
         while let Some(n) = rc.poll_cnp(&mut buf[..MAX_PACKET - 4]) {
-            match headers::context(self.local, remote).seal(&mut buf[..n + 4]) {
+            match ctx.seal(&mut buf[..n + 4]) {
                 Ok(()) => self.send_now(&buf[..n + 4], remote),
                 Err(e) => {
                     tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a CNP");
                 }
             }
             if let Some(cap) = &self.capture {
-                cap.record(self.local, remote, self.tos, &buf[..n + 4]);
+                cap.record(self.local, remote, self.tos, 0, &buf[..n + 4]);
             }
         }
+        let deadline = rc.next_deadline().map(|d| d.0);
+        if let Some(d) = deadline.into_iter().chain(ack_hold.deadline()).min() {
+            self.next_deadline.fetch_min(d, Ordering::Relaxed);
+        }
         qp.drain_completions(core);
+    }
+
+    /// Seals the packets of `batch` (segment `i` with IPv4 ID `i`, the ID the kernel writes)
+    /// and sends them in one GSO send, or one by one through the impairment layer. A kernel
+    /// that refuses GSO turns it off for the device, and the batch goes out one by one.
+    fn send_batch(
+        &self,
+        qp: &QpShared,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
+        for (i, (off, len)) in batch.packets().enumerate() {
+            let pkt = &mut buf[off..off + len];
+            if let Err(e) = with_ident(ctx, i as u16).seal(pkt) {
+                tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+                return;
+            }
+            let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
+            if self.corrupt_tx_icrc == Some(seq) {
+                pkt[len - 1] ^= 0xff;
+                bump(&self.counters.tx_icrc_corrupted);
+                tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
+            }
+            if let Some(cap) = &self.capture {
+                cap.record(self.local, remote, self.tos, i as u16, pkt);
+            }
+        }
+        if batch.count == 1 {
+            self.transmit(buf, remote);
+            return;
+        }
+        match udp_io::send(&self.socket, buf, batch.seg, remote) {
+            Ok(()) => {
+                self.counters
+                    .tx_packets
+                    .fetch_add(batch.count as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::EMSGSIZE) => {
+                self.counters
+                    .tx_errors
+                    .fetch_add(batch.count as u64, Ordering::Relaxed);
+                tracing::error!(device = %self.info.name, %remote, bytes = batch.seg, "packet larger than the path MTU allows (EMSGSIZE): lower the QP path_mtu or raise the interface MTU on both ends");
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                self.counters
+                    .tx_errors
+                    .fetch_add(batch.count as u64, Ordering::Relaxed);
+                tracing::debug!(%remote, "send buffer full; the retransmit timer recovers");
+            }
+            Err(e) => {
+                if self.gso.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(device = %self.info.name, %remote, error = %e, "the kernel refused a UDP GSO send; sending one datagram per packet from now on");
+                }
+                for (off, len) in batch.packets() {
+                    let pkt = &mut buf[off..off + len];
+                    if ctx.seal(pkt).is_ok() {
+                        self.send_now(pkt, remote);
+                    }
+                }
+            }
+        }
     }
 
     /// Sends one sealed packet, through the impairment layer when there is one.
@@ -622,15 +784,152 @@ impl SoftDevice {
     }
 
     /// A datagram from the UDP socket: the ICRC is checked under the soft provider's sending
-    /// rule (IPv4 ID 0 with DF), the only header values a UDP socket can know.
-    fn receive_udp(&self, pkt: &[u8], src: SocketAddr, ecn: u8) {
+    /// rule (IPv4 with DF and an ID in `0..MAX_GSO_SEGMENTS`, `hint` — the index in a GRO batch —
+    /// tried first; module `ident`), the only header values a UDP socket can know.
+    fn receive_udp(
+        &self,
+        pkt: &[u8],
+        src: SocketAddr,
+        ecn: u8,
+        hint: u16,
+        solver: &mut IdentSolver,
+        now: Instant,
+    ) {
         bump(&self.counters.rx_packets);
-        if !headers::context(src, self.local).verify(pkt) {
+        let Some(ident) = solver.verify(&headers::context(src, self.local), pkt, hint) else {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
             return;
+        };
+        self.deliver(pkt, src, ecn, ident, now);
+    }
+
+    /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
+    /// or a GRO batch), without blocking. Returns the packets processed.
+    fn rx_burst(&self, st: &mut RxState, max: usize) -> usize {
+        self.rx_burst_from(st, max, false)
+    }
+
+    /// [`rx_burst`](Self::rx_burst), the first receive blocking (up to the socket's read timeout)
+    /// when `block`.
+    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> usize {
+        let mut packets = 0;
+        for i in 0..max {
+            let r = match udp_io::recv(&self.socket, &mut st.buf, block && i == 0) {
+                Ok(r) => r,
+                Err(e)
+                    if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
+                {
+                    break
+                }
+                Err(e) => {
+                    tracing::warn!(device = %self.info.name, error = %e, "receive failed");
+                    break;
+                }
+            };
+            let RxState { buf, ident } = st;
+            let now = self.now();
+            for (k, (off, len)) in r.datagrams().enumerate() {
+                self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
+                packets += 1;
+            }
         }
-        self.deliver(pkt, src, ecn);
+        packets
+    }
+
+    /// Drives the device from an application thread (`poll_cq`, a blocking completion wait, a
+    /// poll of memory): receives and processes what the socket holds and runs the timers that
+    /// are due, on the caller's thread, so a packet costs no hand-off to the progress thread.
+    /// With `wait`, blocks up to that long (and no longer than the next timer) for a packet
+    /// when none is queued. While applications drive it, the progress thread keeps off the
+    /// socket and runs timers only. Returns the packets processed.
+    ///
+    /// A device receiving through the raw socket is driven by its progress thread alone.
+    pub(crate) fn progress(&self, wait: Option<Duration>) -> usize {
+        if self.raw_receive {
+            if let Some(w) = wait {
+                std::thread::sleep(w.min(POLL_INTERVAL));
+            }
+            return 0;
+        }
+        let now = self.now().0;
+        self.app_poll_ns.store(now, Ordering::Relaxed);
+        let Ok(mut st) = self.rx.try_lock() else {
+            // Another thread is receiving; it pushes what it finds to the CQs.
+            return 0;
+        };
+        let n = match wait {
+            None => self.rx_burst(&mut st, RX_BURST),
+            Some(w) => {
+                let until_timer = self
+                    .next_deadline
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(now);
+                self.app_waiting.fetch_add(1, Ordering::Relaxed);
+                let n = if until_timer >= BLOCKING_RECV_MIN_NS && w >= POLL_INTERVAL {
+                    // One blocking receive, as a UDP ping-pong does: one syscall that returns
+                    // at once when a packet is queued, woken by the packet otherwise (or by
+                    // the socket's read timeout).
+                    self.rx_burst_from(&mut st, RX_BURST, true)
+                } else {
+                    // A timer is near: poll(2) with a precise timeout.
+                    let w = w.min(Duration::from_nanos(until_timer));
+                    if wait_readable(&self.socket, w) {
+                        self.rx_burst(&mut st, RX_BURST)
+                    } else {
+                        0
+                    }
+                };
+                self.app_waiting.fetch_sub(1, Ordering::Relaxed);
+                self.app_poll_ns.store(self.now().0, Ordering::Relaxed);
+                n
+            }
+        };
+        drop(st);
+        self.run_due_timers();
+        n
+    }
+
+    fn try_rx_burst(&self) -> usize {
+        match self.rx.try_lock() {
+            Ok(mut st) => self.rx_burst(&mut st, RX_BURST),
+            Err(_) => 0,
+        }
+    }
+
+    /// Runs the QP timers when the earliest deadline is due or the last scan is
+    /// `TIMER_SCAN_NS` old.
+    fn run_due_timers(&self) {
+        let now = self.now().0;
+        let last = self.last_scan.load(Ordering::Relaxed);
+        if now < self.next_deadline.load(Ordering::Relaxed)
+            && now.saturating_sub(last) < TIMER_SCAN_NS
+        {
+            return;
+        }
+        if self
+            .last_scan
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        self.next_deadline.store(NO_DEADLINE, Ordering::Relaxed);
+        if let Some(d) = self.run_timers() {
+            self.next_deadline
+                .fetch_min(d.max(now + MIN_RESCAN_NS), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether application threads drive the socket now (the progress thread runs timers only).
+    fn app_driven(&self) -> bool {
+        !self.raw_receive
+            && (self.app_waiting.load(Ordering::Relaxed) > 0
+                || self
+                    .now()
+                    .0
+                    .saturating_sub(self.app_poll_ns.load(Ordering::Relaxed))
+                    < APP_GRACE_NS)
     }
 
     /// A datagram from the raw socket, IPv4 header included: the ICRC is checked over the
@@ -661,14 +960,15 @@ impl SoftDevice {
             tracing::debug!(src = %d.src, bytes = d.payload.len(), "ICRC mismatch: packet dropped");
             return;
         }
-        self.deliver(d.payload, d.src, d.ip_header[1] & 0b11);
+        let ident = u16::from_be_bytes([d.ip_header[4], d.ip_header[5]]);
+        self.deliver(d.payload, d.src, d.ip_header[1] & 0b11, ident, self.now());
     }
 
     /// Hands a packet whose ICRC checked out to its QP.
-    fn deliver(&self, pkt: &[u8], src: SocketAddr, ecn: u8) {
+    fn deliver(&self, pkt: &[u8], src: SocketAddr, ecn: u8, ident: u16, now: Instant) {
         if self.capture_received {
             if let Some(cap) = &self.capture {
-                cap.record(src, self.local, self.tos, pkt);
+                cap.record(src, self.local, self.tos, ident, pkt);
             }
         }
         let parsed = match IbPacket::parse(pkt) {
@@ -703,7 +1003,6 @@ impl SoftDevice {
             bump(&self.counters.wrong_source);
             return;
         }
-        let now = self.now();
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
         let ecn = match &self.impair {
             Some(imp)
@@ -720,6 +1019,9 @@ impl SoftDevice {
             } else {
                 rc.handle_packet_ecn(now, &hdr, parsed.payload, ecn, &mut PdMemory(&qp.pd));
             }
+        }
+        if hdr.bth.opcode.is_request() {
+            core.last_req_opcode = u8::from(hdr.bth.opcode);
         }
         self.flush(&qp, &mut core);
     }
@@ -799,10 +1101,21 @@ impl SoftDevice {
                 if let Some(rc) = core.rc.as_mut() {
                     rc.handle_timeout(now);
                 }
+            }
+            if due || core.ack_hold.due(now.0) {
                 self.flush(&qp, &mut core);
             }
-            if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
-                next = Some(next.map_or(d.0, |n| n.min(d.0)));
+            let rc_deadline = core
+                .rc
+                .as_ref()
+                .and_then(|rc| rc.next_deadline())
+                .map(|d| d.0);
+            if let Some(d) = rc_deadline
+                .into_iter()
+                .chain(core.ack_hold.deadline())
+                .min()
+            {
+                next = Some(next.map_or(d, |n| n.min(d)));
             }
         }
         next
@@ -850,91 +1163,76 @@ impl Drop for SoftDevice {
     }
 }
 
+/// The progress thread: receives when no application thread drives the device (a passive
+/// responder, a process that does not poll), runs the QP timers (retransmission, RNR, DCQCN,
+/// pacer, held ACKs), releases impaired packets and publishes statistics.
 fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
-    let mut buf = vec![0u8; 65536];
-    let mut last_scan = 0u64;
+    let mut buf = vec![0u8; RX_BUF];
     let mut last_publish = 0u64;
-    // Earliest QP deadline (retransmit, RNR, DCQCN increase, pacer send time) at the last
-    // scan, in ns since the device's epoch.
-    let mut next_deadline: Option<u64> = None;
-    // A packet arrived since the last scan: deadlines may have moved (an ACK opened the
-    // window, so the pacer holds a packet back), so scan again within `TIMER_SCAN_NS`.
-    let mut arrived = false;
-    let Some((epoch, max_wait)) = dev.upgrade().map(|d| {
+    let Some(max_wait) = dev.upgrade().map(|d| {
         // With an impairment layer that holds packets, wake often enough to release them.
         let impair = d
             .impair
             .as_ref()
             .and_then(|i| i.lock().unwrap_or_else(|p| p.into_inner()).poll_interval());
-        (
-            d.epoch,
-            impair.map_or(POLL_INTERVAL, |i| i.min(POLL_INTERVAL)),
-        )
+        impair.map_or(POLL_INTERVAL, |i| i.min(POLL_INTERVAL))
     }) else {
         return;
     };
     loop {
-        // Wait for a datagram, at most until the next deadline. SO_RCVTIMEO cannot time this:
-        // the kernel counts it in jiffies (4 ms at HZ=250), so a paced QP whose next packet is
-        // due in 40 µs would sleep milliseconds and send a burst per wake-up — a small
-        // fraction of the DCQCN rate. poll(2) with a timespec sleeps on an hrtimer.
-        let now = epoch.elapsed().as_nanos() as u64;
-        let mut until = now + max_wait.as_nanos() as u64;
-        if let Some(d) = next_deadline {
-            until = until.min(d);
-        }
-        if arrived {
-            until = until.min(last_scan + TIMER_SCAN_NS);
-        }
-        let wait = Duration::from_nanos(until.saturating_sub(now));
-        let readable = match &rx {
-            Receiver::Udp(s) => wait_readable(s, wait),
-            Receiver::Raw(r) => wait_readable(r, wait),
+        // Sleep until the next deadline (poll(2) and nanosleep use hrtimers; SO_RCVTIMEO would
+        // round to jiffies, 4 ms at HZ=250, and starve a paced QP), on the socket unless an
+        // application thread drives it.
+        let (app, wait) = {
+            let Some(d) = dev.upgrade() else { return };
+            let app = d.app_driven();
+            let now = d.now().0;
+            let mut until =
+                (now + max_wait.as_nanos() as u64).min(d.next_deadline.load(Ordering::Relaxed));
+            if app {
+                until = until.min(now + APP_GRACE_NS);
+            }
+            (app, Duration::from_nanos(until.saturating_sub(now)))
         };
-        let r = if readable {
-            match &rx {
-                Receiver::Udp(s) => {
-                    ecn_rx::recv(s, &mut buf).map(|(n, src, ecn)| Some((n, Some((src, ecn)))))
-                }
-                Receiver::Raw(r) => r.recv(&mut buf).map(|n| Some((n, None))),
+        if app {
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
             }
         } else {
-            Ok(None)
-        };
-        let Some(dev) = dev.upgrade() else { return };
-        match r {
-            Ok(Some((n, Some((src, ecn))))) => {
-                arrived = true;
-                dev.receive_udp(&buf[..n], src, ecn);
-            }
-            Ok(Some((n, None))) => {
-                arrived = true;
-                dev.receive_raw(&buf[..n]);
-            }
-            Ok(None) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(e) => {
-                tracing::warn!(device = %dev.info.name, error = %e, "receive failed");
-                std::thread::sleep(POLL_INTERVAL);
+            let readable = match &rx {
+                Receiver::Udp(s) => wait_readable(s, wait),
+                Receiver::Raw(r) => wait_readable(r, wait),
+            };
+            if readable {
+                let Some(d) = dev.upgrade() else { return };
+                match &rx {
+                    Receiver::Udp(_) => {
+                        d.try_rx_burst();
+                    }
+                    Receiver::Raw(r) => match r.recv(&mut buf) {
+                        Ok(n) => d.receive_raw(&buf[..n]),
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::WouldBlock
+                                    | ErrorKind::TimedOut
+                                    | ErrorKind::Interrupted
+                            ) => {}
+                        Err(e) => {
+                            tracing::warn!(device = %d.info.name, error = %e, "receive failed");
+                            std::thread::sleep(POLL_INTERVAL);
+                        }
+                    },
+                }
             }
         }
-        dev.release_impaired();
-        let now = dev.now().0;
-        if now.saturating_sub(last_scan) >= TIMER_SCAN_NS || next_deadline.is_some_and(|d| d <= now)
-        {
-            last_scan = now;
-            arrived = false;
-            // A deadline that is still due after the scan (a QP that reports work it cannot
-            // do yet) is looked at again after `MIN_RESCAN_NS`, not in a busy loop.
-            next_deadline = dev.run_timers().map(|d| d.max(dev.now().0 + MIN_RESCAN_NS));
-        }
+        let Some(d) = dev.upgrade() else { return };
+        d.release_impaired();
+        d.run_due_timers();
+        let now = d.now().0;
         if now.saturating_sub(last_publish) >= stats::PUBLISH_INTERVAL.as_nanos() as u64 {
             last_publish = now;
-            dev.publish_stats();
+            d.publish_stats();
         }
     }
 }

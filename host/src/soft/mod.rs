@@ -24,12 +24,15 @@
 //! QP connected to a peer at port 4791 accepts packets from any source port of the peer's
 //! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
-mod ecn_rx;
 mod engine;
 mod headers;
+mod ident;
 pub mod impair;
+pub mod path_mtu;
 mod raw_rx;
 pub mod stats;
+mod tx_batch;
+mod udp_io;
 
 pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};

@@ -1,27 +1,50 @@
 //! Completion queues (IBTA vol. 1 §11.4.2, libibverbs `ibv_create_cq` / `ibv_poll_cq`).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::soft::SoftDevice;
 
 pub use rdmesh_core::rc::{WcOpcode, WcStatus, WorkCompletion};
+
+/// The longest one blocking wait on the device's socket lasts before the CQ is looked at again.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
 pub(crate) struct CqInner {
     pub(crate) capacity: usize,
     queue: Mutex<VecDeque<WorkCompletion>>,
     ready: Condvar,
+    /// Threads waiting on `ready` (a push wakes nobody, with no syscall, when there are none).
+    waiters: AtomicU32,
     overflowed: std::sync::atomic::AtomicBool,
+    /// The device whose QPs complete here: polling an empty CQ drives its progress on the
+    /// caller's thread (`SoftDevice::progress`).
+    device: Weak<SoftDevice>,
 }
 
 impl CqInner {
-    pub(crate) fn new(capacity: usize) -> CqInner {
+    pub(crate) fn new(capacity: usize, device: Weak<SoftDevice>) -> CqInner {
         CqInner {
             capacity,
             queue: Mutex::new(VecDeque::with_capacity(capacity)),
             ready: Condvar::new(),
+            waiters: AtomicU32::new(0),
             overflowed: Default::default(),
+            device,
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<WorkCompletion>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drives the device on this thread: receives what is queued, or with `wait` blocks up to
+    /// that long for a packet. Returns the packets processed.
+    fn drive(&self, wait: Option<Duration>) -> usize {
+        self.device.upgrade().map_or(0, |d| d.progress(wait))
     }
 
     /// Adds a completion; a full CQ is an overrun (IBV_EVENT_CQ_ERR): the entry is dropped and
@@ -39,7 +62,9 @@ impl CqInner {
         }
         q.push_back(wc);
         drop(q);
-        self.ready.notify_all();
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.ready.notify_all();
+        }
     }
 }
 
@@ -92,7 +117,10 @@ impl CompletionQueue {
                 return got.len();
             }
         };
-        let mut q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.lock().is_empty() {
+            inner.drive(None);
+        }
+        let mut q = inner.lock();
         let n = out.len().min(q.len());
         for (slot, wc) in out.iter_mut().zip(q.drain(..n)) {
             *slot = wc;
@@ -100,14 +128,27 @@ impl CompletionQueue {
         n
     }
 
-    /// One completion, if any.
+    /// One completion, if any. An empty soft CQ first drives its device's progress on this
+    /// thread (receive and timers), as `ibv_poll_cq` does for a software provider.
     pub fn poll_one(&self) -> Option<WorkCompletion> {
         match &self.kind {
-            CqKind::Soft(inner) => inner
-                .queue
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front(),
+            CqKind::Soft(inner) => {
+                if let Some(wc) = inner.lock().pop_front() {
+                    return Some(wc);
+                }
+                inner.drive(None);
+                inner.lock().pop_front()
+            }
+            CqKind::Vfio(cq, _) => Self::poll_vfio(cq, 1).pop(),
+        }
+    }
+
+    /// One completion already in the queue, if any, without driving the device (a thread that
+    /// drives it itself, such as one waiting on memory with
+    /// [`Device::progress`](crate::verbs::Device::progress), looks for errors with this).
+    pub fn poll_ready(&self) -> Option<WorkCompletion> {
+        match &self.kind {
+            CqKind::Soft(inner) => inner.lock().pop_front(),
             CqKind::Vfio(cq, _) => Self::poll_vfio(cq, 1).pop(),
         }
     }
@@ -129,12 +170,31 @@ impl CompletionQueue {
                 }
             }
         };
-        let q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut q, _) = inner
-            .ready
-            .wait_timeout_while(q, timeout, |q| q.is_empty())
-            .unwrap_or_else(|p| p.into_inner());
-        q.pop_front()
+        // Block on the device's socket (woken by the packet itself, no thread hand-off); when
+        // another thread is receiving, wait for it to push.
+        let start = Instant::now();
+        loop {
+            if let Some(wc) = inner.lock().pop_front() {
+                return Some(wc);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return None;
+            }
+            if inner.drive(Some(left.min(WAIT_SLICE))) > 0 {
+                continue;
+            }
+            inner.waiters.fetch_add(1, Ordering::SeqCst);
+            let q = inner.lock();
+            let (mut q, _) = inner
+                .ready
+                .wait_timeout_while(q, left.min(Duration::from_micros(50)), |q| q.is_empty())
+                .unwrap_or_else(|p| p.into_inner());
+            inner.waiters.fetch_sub(1, Ordering::SeqCst);
+            if let Some(wc) = q.pop_front() {
+                return Some(wc);
+            }
+        }
     }
 
     /// The number of entries the CQ holds.

@@ -83,10 +83,16 @@ pub struct SoftConfig {
     /// rocev2.md §4): CNPs from the peer cut the sending rate. `None` (default): CNPs are only
     /// counted. Set `line_rate_mbps` to the port speed.
     pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
+    /// Send the packets of one flush with UDP GSO (`UDP_SEGMENT`, segment `i` with IPv4 ID `i`)
+    /// and receive with UDP GRO (see `crate::soft` "Batching"). Default: on, unless the
+    /// environment sets `RDMESH_GSO=0`; ignored (off) with `raw_receive`, `impair` or
+    /// `corrupt_tx_icrc`, which look at single packets.
+    pub gso: bool,
 }
 
 impl SoftConfig {
-    /// Defaults for `addr`: port 4791, no capture, TOS 0, UDP receive path, no faults.
+    /// Defaults for `addr`: port 4791, no capture, TOS 0, UDP receive path, no faults, GSO/GRO
+    /// batching unless `RDMESH_GSO=0`.
     pub fn new(addr: IpAddr) -> SoftConfig {
         SoftConfig {
             addr,
@@ -98,6 +104,7 @@ impl SoftConfig {
             corrupt_tx_icrc: None,
             impair: None,
             dcqcn: None,
+            gso: std::env::var("RDMESH_GSO").map_or(true, |v| v != "0"),
         }
     }
 }
@@ -271,7 +278,9 @@ impl Device {
     pub fn try_create_cq(&self, capacity: usize) -> Result<CompletionQueue> {
         Ok(CompletionQueue {
             kind: match &self.provider {
-                Provider::Soft(_) => CqKind::Soft(Arc::new(CqInner::new(capacity.max(1)))),
+                Provider::Soft(d) => {
+                    CqKind::Soft(Arc::new(CqInner::new(capacity.max(1), Arc::downgrade(d))))
+                }
                 Provider::Vfio(v) => CqKind::Vfio(
                     v.hca
                         .create_cq(capacity)
@@ -280,6 +289,18 @@ impl Device {
                 ),
             },
         })
+    }
+
+    /// Drives the device on the caller's thread (soft provider): receives and processes the
+    /// packets its socket holds and runs due timers; with `wait`, blocks up to that long for a
+    /// packet when none is queued. Polling a CQ does this already; call it when waiting on
+    /// memory instead (the passive side of an RDMA WRITE). Returns the packets processed.
+    /// vfio provider: the NIC needs no driving; returns 0 at once.
+    pub fn progress(&self, wait: Option<std::time::Duration>) -> usize {
+        match &self.provider {
+            Provider::Soft(d) => d.progress(wait),
+            Provider::Vfio(_) => 0,
+        }
     }
 
     /// Device-wide packet counters (vfio provider: all zero; see the device's own counters).

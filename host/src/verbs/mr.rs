@@ -53,6 +53,8 @@ pub(crate) struct MrInner {
     pub(crate) rkey: u32,
     pub(crate) addr: u64,
     pub(crate) access: AccessFlags,
+    /// `buf.len()`, fixed at registration (read without the lock).
+    pub(crate) len: usize,
     pub(crate) buf: Mutex<Box<[u8]>>,
 }
 
@@ -63,7 +65,7 @@ impl MrInner {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.len
     }
 }
 

@@ -108,6 +108,7 @@ impl ProtectionDomain {
             rkey: key,
             addr,
             access,
+            len: buf.len(),
             buf: std::sync::Mutex::new(buf),
         });
         pd_inner

@@ -1,0 +1,256 @@
+//! Packing what a QP has ready into UDP GSO sends, and coalescing ACKs.
+//!
+//! # GSO batches
+//! Packets of one flush are written back to back into one buffer. A UDP GSO send carries
+//! segments of one size, and the last may be shorter (udp(7) `UDP_SEGMENT`): full path-MTU
+//! packets of a message followed by its shorter last packet go out in one `sendmsg`. A packet
+//! longer than the batch's segment size starts a new batch.
+//!
+//! # ACK coalescing
+//! IBTA vol. 1 §9.7.5.1.2 lets a responder acknowledge several requests with one ACK (the ACK's
+//! PSN is cumulative). The soft provider holds back plain ACKs of RDMA WRITE requests — which
+//! complete nothing at the responder and whose requester usually polls memory, not its CQ —
+//! until [`ACK_MAX_PSNS`] PSNs are unacknowledged or the first held ACK is [`ACK_DELAY_NS`]
+//! old, far below any retransmission timeout (4.096 µs · 2^timeout, ≥ 8 ms for perftest's
+//! default 14). ACKs of SEND, WRITE with immediate, NAKs, RNR NAKs, READ responses and atomic
+//! ACKs leave at once.
+
+use crate::soft::udp_io::{MAX_GSO_BYTES, MAX_GSO_SEGMENTS};
+
+/// The longest a plain ACK is held back, ns.
+pub(crate) const ACK_DELAY_NS: u64 = 50_000;
+/// Held ACKs are sent once they would acknowledge this many PSNs past the last ACK sent
+/// (a quarter of the requester's default window of 128 packets).
+pub(crate) const ACK_MAX_PSNS: u32 = 32;
+/// BTH (12 bytes) + AETH (4 bytes) + ICRC (4 bytes).
+const ACK_LEN: usize = 20;
+/// RC Acknowledge (IBTA vol. 1 §9.2, Table 38: 0b000_10001).
+const OPCODE_RC_ACKNOWLEDGE: u8 = 0x11;
+
+/// Segment accounting of one GSO send being built at the start of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxBatch {
+    /// Bytes written so far.
+    pub used: usize,
+    /// The segment size (the first packet's length).
+    pub seg: usize,
+    /// Packets in the batch.
+    pub count: usize,
+    /// A shorter packet ended the batch.
+    closed: bool,
+    /// Most packets per send (1: no GSO).
+    max_segments: usize,
+}
+
+/// What [`TxBatch::push`] did with the packet just written at `used`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// It is part of the batch.
+    Added,
+    /// It is longer than the batch's segments: send `..used` first, move the packet to the
+    /// front and call [`TxBatch::restart`].
+    SendFirst,
+}
+
+impl TxBatch {
+    /// An empty batch of up to `max_segments` packets (1 disables GSO).
+    pub(crate) fn new(max_segments: usize) -> TxBatch {
+        TxBatch {
+            used: 0,
+            seg: 0,
+            count: 0,
+            closed: false,
+            max_segments: max_segments.clamp(1, MAX_GSO_SEGMENTS),
+        }
+    }
+
+    /// Whether a packet of up to `max_len` bytes may be written at `used` and join the batch;
+    /// `false`: send the batch first.
+    pub(crate) fn has_room(&self, max_len: usize) -> bool {
+        self.count == 0
+            || (!self.closed
+                && self.count < self.max_segments
+                && self.used + max_len <= MAX_GSO_BYTES)
+    }
+
+    /// Accounts for a packet of `len` bytes just written at `used`.
+    pub(crate) fn push(&mut self, len: usize) -> Push {
+        if self.count == 0 {
+            self.restart(len);
+            return Push::Added;
+        }
+        if len > self.seg {
+            return Push::SendFirst;
+        }
+        self.closed = len < self.seg;
+        self.count += 1;
+        self.used += len;
+        Push::Added
+    }
+
+    /// Starts over with one packet of `len` bytes at the front.
+    pub(crate) fn restart(&mut self, len: usize) {
+        self.used = len;
+        self.seg = len;
+        self.count = 1;
+        self.closed = false;
+    }
+
+    /// Empties the batch.
+    pub(crate) fn clear(&mut self) {
+        self.used = 0;
+        self.count = 0;
+        self.closed = false;
+    }
+
+    /// `(offset, length)` of each packet: segment `i` is sent with IPv4 ID `i`.
+    pub(crate) fn packets(&self) -> impl Iterator<Item = (usize, usize)> {
+        let (seg, used) = (self.seg.max(1), self.used);
+        (0..used).step_by(seg).map(move |o| (o, seg.min(used - o)))
+    }
+}
+
+/// The PSN of `ib` (BTH .. pad, no ICRC) when it is a plain RC ACK (AETH syndrome class ACK).
+pub(crate) fn plain_ack_psn(ib: &[u8]) -> Option<u32> {
+    if ib.len() != ACK_LEN - 4 || ib[0] != OPCODE_RC_ACKNOWLEDGE || ib[12] >> 5 != 0 {
+        return None;
+    }
+    Some(u32::from_be_bytes([0, ib[9], ib[10], ib[11]]))
+}
+
+/// Whether ACKs of requests with this BTH opcode may be held back: RC RDMA WRITE First,
+/// Middle, Last and Only (IBTA vol. 1 Table 38), not those with immediate data.
+pub(crate) fn coalesces_acks_of(opcode: u8) -> bool {
+    matches!(opcode, 0x06 | 0x07 | 0x08 | 0x0a)
+}
+
+/// The plain ACK a QP holds back, if any.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AckHold {
+    pkt: [u8; ACK_LEN],
+    held: bool,
+    /// When the oldest ACK now covered was held, ns since the device epoch.
+    since_ns: u64,
+    psn: u32,
+    /// PSN of the last ACK sent.
+    sent_psn: Option<u32>,
+}
+
+impl AckHold {
+    /// Holds `ib` (a plain ACK, BTH + AETH) with PSN `psn`, replacing an older held one.
+    pub(crate) fn hold(&mut self, now_ns: u64, ib: &[u8], psn: u32) {
+        if !self.held {
+            self.since_ns = now_ns;
+        }
+        self.held = true;
+        self.pkt[..ib.len()].copy_from_slice(ib);
+        self.psn = psn;
+    }
+
+    /// Whether the held ACK must go now.
+    pub(crate) fn due(&self, now_ns: u64) -> bool {
+        self.held
+            && (now_ns.saturating_sub(self.since_ns) >= ACK_DELAY_NS
+                || self.sent_psn.map_or(true, |s| {
+                    self.psn.wrapping_sub(s) & 0x00ff_ffff >= ACK_MAX_PSNS
+                }))
+    }
+
+    /// When the held ACK goes at the latest, ns since the device epoch.
+    pub(crate) fn deadline(&self) -> Option<u64> {
+        self.held.then_some(self.since_ns + ACK_DELAY_NS)
+    }
+
+    /// Takes the held ACK into `buf` (BTH + AETH, room left for the ICRC); its length.
+    pub(crate) fn take(&mut self, buf: &mut [u8]) -> Option<usize> {
+        if !self.held {
+            return None;
+        }
+        self.held = false;
+        self.sent_psn = Some(self.psn);
+        let n = ACK_LEN - 4;
+        buf[..n].copy_from_slice(&self.pkt[..n]);
+        Some(n)
+    }
+
+    /// Records an ACK sent at once (a later held ACK counts PSNs from it) and drops the held
+    /// one it supersedes.
+    pub(crate) fn sent(&mut self, psn: u32) {
+        self.held = false;
+        self.sent_psn = Some(psn);
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn batches(lens: &[usize], max_segments: usize) -> Vec<Vec<usize>> {
+        let mut out = Vec::new();
+        let mut b = TxBatch::new(max_segments);
+        let mut cur = Vec::new();
+        for &len in lens {
+            if !b.has_room(len) {
+                out.push(std::mem::take(&mut cur));
+                b.clear();
+            }
+            match b.push(len) {
+                Push::Added => cur.push(len),
+                Push::SendFirst => {
+                    out.push(std::mem::take(&mut cur));
+                    b.restart(len);
+                    cur.push(len);
+                }
+            }
+        }
+        if b.count > 0 {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn equal_segments_then_one_shorter_share_a_send() {
+        assert_eq!(
+            batches(&[4124, 4124, 100, 4124, 200], 64),
+            [vec![4124, 4124, 100], vec![4124, 200]]
+        );
+        // A longer packet starts a new batch; 16 packets of 4124 bytes exceed 64 KiB.
+        assert_eq!(batches(&[100, 4124], 64), [vec![100], vec![4124]]);
+        let b = batches(&[4124; 16], 64);
+        assert_eq!(b.iter().map(Vec::len).collect::<Vec<_>>(), [15, 1]);
+        // Without GSO every packet is its own send.
+        assert_eq!(batches(&[8, 8], 1), [vec![8], vec![8]]);
+        let mut t = TxBatch::new(64);
+        t.push(10);
+        t.push(10);
+        t.push(4);
+        assert_eq!(
+            t.packets().collect::<Vec<_>>(),
+            [(0, 10), (10, 10), (20, 4)]
+        );
+    }
+
+    #[test]
+    fn acks_are_held_until_psns_or_time_run_out() {
+        let mut ack = [0u8; 16];
+        ack[0] = OPCODE_RC_ACKNOWLEDGE;
+        ack[11] = 5;
+        assert_eq!(plain_ack_psn(&ack), Some(5));
+        ack[12] = 0b011_00000; // NAK
+        assert_eq!(plain_ack_psn(&ack), None);
+        ack[12] = 0;
+        let mut h = AckHold::default();
+        h.sent(4);
+        h.hold(1_000, &ack, 5);
+        assert!(!h.due(1_000));
+        assert!(h.due(1_000 + ACK_DELAY_NS));
+        assert_eq!(h.deadline(), Some(1_000 + ACK_DELAY_NS));
+        h.hold(2_000, &ack, 4 + ACK_MAX_PSNS);
+        assert!(h.due(2_000), "a quarter window unacknowledged");
+        let mut buf = [0u8; 20];
+        assert_eq!(h.take(&mut buf), Some(16));
+        assert_eq!(h.take(&mut buf), None);
+        assert!(coalesces_acks_of(0x0a) && !coalesces_acks_of(0x0b) && !coalesces_acks_of(0x04));
+    }
+}

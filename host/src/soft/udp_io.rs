@@ -1,0 +1,215 @@
+//! The soft provider's UDP socket calls, batched: UDP GSO on send (`UDP_SEGMENT`), UDP GRO on
+//! receive (`UDP_GRO`), and the ECN field of received datagrams (`IP_RECVTOS` /
+//! `IPV6_RECVTCLASS`), all through `sendmsg` / `recvmsg` control messages (Linux udp(7),
+//! ip(7), ipv6(7); `UDP_SEGMENT` since 4.18, `UDP_GRO` since 5.0).
+//!
+//! # Why not quinn-udp
+//! quinn-udp does GSO/GRO/ECN for QUIC, but RoCEv2 needs two things it changes: it sets
+//! `IP_MTU_DISCOVER` to `IP_PMTUDISC_PROBE` on the socket (the soft provider relies on
+//! `IP_PMTUDISC_DO`: EMSGSIZE past the path MTU, and the IPv4 ID rule below), and its
+//! per-datagram ECN control message writes a TOS of the ECN bits alone, dropping the DSCP that
+//! RoCE deployments use for the lossless traffic class. So the provider sets its socket options
+//! once and uses nix's `sendmsg`/`recvmsg` control messages directly.
+//!
+//! # The IPv4 Identification of GSO segments
+//! The ICRC covers the IPv4 Identification. An unconnected socket with `IP_PMTUDISC_DO` gets
+//! ID 0 for a lone datagram (`ip_select_ident_segs`), and the segments of one GSO send get
+//! consecutive IDs from that 0 (`inet_gso_segment`), whether the kernel segments in software
+//! or the NIC does. So segment `i` of a send is sealed with ID `i` (see
+//! [`crate::soft::ident`] for the receive side).
+//!
+//! The ECN codepoint is the low two bits of the TOS / Traffic Class (RFC 3168 §5: 0b00
+//! Not-ECT, 0b10 ECT(0), 0b01 ECT(1), 0b11 CE).
+
+use std::io;
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use nix_cmsg::sys::socket::{
+    recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
+    SockaddrStorage,
+};
+
+/// Most segments one GSO send may carry (`UDP_MAX_SEGMENTS`: 64 before Linux 6.2, 128 since).
+pub(crate) const MAX_GSO_SEGMENTS: usize = 64;
+/// Most bytes of UDP payload one GSO send may carry (the IPv4 total length is 16 bits:
+/// 65535 − 20 − 8).
+pub(crate) const MAX_GSO_BYTES: usize = 65507;
+
+/// Asks the kernel to attach the TOS byte (IPv4) or Traffic Class (IPv6) to every datagram
+/// received on `sock`.
+///
+/// Errors: the `setsockopt` error (`IP_RECVTOS` / `IPV6_RECVTCLASS`).
+pub(crate) fn enable_ecn(sock: &UdpSocket, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        setsockopt(sock, sockopt::Ipv6RecvTClass, &true)?;
+    } else {
+        setsockopt(sock, sockopt::IpRecvTos, &true)?;
+    }
+    Ok(())
+}
+
+/// Turns on UDP GRO for `sock`: the kernel may hand back several equal-size datagrams of one
+/// flow in one `recvmsg`, with their size in a `UDP_GRO` control message.
+///
+/// Errors: the `setsockopt(UDP_GRO)` error (kernels before 5.0).
+pub(crate) fn enable_gro(sock: &UdpSocket) -> io::Result<()> {
+    setsockopt(sock, sockopt::UdpGroSegment, &true)?;
+    Ok(())
+}
+
+/// One `recvmsg`: bytes received, the source, the ECN codepoint (0 when the kernel attached
+/// no TOS / Traffic Class) and the GRO segment size (`None`: one datagram of `bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Received {
+    pub bytes: usize,
+    pub src: SocketAddr,
+    pub ecn: u8,
+    pub segment: Option<usize>,
+}
+
+impl Received {
+    /// The datagrams of this receive as `(offset, length)` pairs within the buffer.
+    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (usize, usize)> {
+        let seg = self.segment.unwrap_or(self.bytes).max(1);
+        let bytes = self.bytes;
+        (0..bytes)
+            .step_by(seg)
+            .map(move |off| (off, seg.min(bytes - off)))
+    }
+}
+
+/// Receives into `buf` (64 KiB holds the largest GRO batch).
+///
+/// `wait`: block (up to the socket's read timeout) instead of returning `WouldBlock`.
+///
+/// Errors: as `recvmsg` (`WouldBlock` when nothing is queued and `wait` is false);
+/// `InvalidData` when the source is not an IP address.
+pub(crate) fn recv(sock: &UdpSocket, buf: &mut [u8], wait: bool) -> io::Result<Received> {
+    // IP_TOS or IPV6_TCLASS (an `int` at most), UDP_GRO (an `int`) and a spare.
+    let mut space = nix_cmsg::cmsg_space!(i32, i32, i32);
+    let mut iov = [IoSliceMut::new(buf)];
+    let flags = if wait {
+        MsgFlags::empty()
+    } else {
+        MsgFlags::MSG_DONTWAIT
+    };
+    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), &mut iov, Some(&mut space), flags)?;
+    let mut ecn = 0u8;
+    let mut segment = None;
+    for c in msg.cmsgs()? {
+        match c {
+            ControlMessageOwned::Ipv4Tos(tos) => ecn = tos & 0b11,
+            ControlMessageOwned::Ipv6TClass(tc) => ecn = (tc & 0b11) as u8,
+            ControlMessageOwned::UdpGroSegments(size) if size > 0 => segment = Some(size as usize),
+            _ => {}
+        }
+    }
+    let src = msg
+        .address
+        .as_ref()
+        .and_then(to_socket_addr)
+        .ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "datagram without an IP source")
+        })?;
+    Ok(Received {
+        bytes: msg.bytes,
+        src,
+        ecn,
+        segment,
+    })
+}
+
+/// Sends `buf` to `dst` as datagrams of `segment` bytes (the last may be shorter) in one
+/// `sendmsg`: with `UDP_SEGMENT` when there is more than one, as one plain datagram otherwise.
+/// `buf` holds at most [`MAX_GSO_SEGMENTS`] segments and [`MAX_GSO_BYTES`] bytes.
+///
+/// Errors: as `sendmsg` (`EMSGSIZE` past the path MTU; `EIO`/`EINVAL` where the route or the
+/// kernel cannot segment).
+pub(crate) fn send(
+    sock: &UdpSocket,
+    buf: &[u8],
+    segment: usize,
+    dst: SocketAddr,
+) -> io::Result<()> {
+    if buf.len() <= segment {
+        sock.send_to(buf, dst)?;
+        return Ok(());
+    }
+    let seg = segment as u16;
+    let cmsg = [ControlMessage::UdpGsoSegments(&seg)];
+    let addr = SockaddrStorage::from(dst);
+    sendmsg(
+        sock.as_raw_fd(),
+        &[IoSlice::new(buf)],
+        &cmsg,
+        MsgFlags::empty(),
+        Some(&addr),
+    )?;
+    Ok(())
+}
+
+fn to_socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn reads_the_ecn_bits_the_sender_set() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        enable_ecn(&rx, false).unwrap();
+        let tx = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        tx.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let from = tx.local_addr().unwrap().as_socket().unwrap();
+        let mut buf = [0u8; 64];
+        for tos in [0x00u32, 0x02, 0x01, 0x03, 0xb8 | 0x02] {
+            tx.set_tos(tos).unwrap();
+            tx.send_to(b"roce", &rx.local_addr().unwrap().into())
+                .unwrap();
+            let r = recv(&rx, &mut buf, true).unwrap();
+            assert_eq!(
+                (&buf[..r.bytes], r.src, r.ecn),
+                (&b"roce"[..], from, (tos & 3) as u8)
+            );
+        }
+    }
+
+    /// A GSO send arrives as the same segments: in one GRO batch when the receiver asked for
+    /// GRO (loopback keeps the GSO packet whole), one datagram per segment otherwise.
+    #[test]
+    fn gso_segments_arrive_whole_with_and_without_gro() {
+        for gro in [true, false] {
+            let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .unwrap();
+            if gro {
+                enable_gro(&rx).unwrap();
+            }
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+            send(&tx, &data, 4000, rx.local_addr().unwrap()).unwrap();
+            let mut got = Vec::new();
+            let mut sizes = Vec::new();
+            let mut buf = vec![0u8; 65536];
+            while got.len() < data.len() {
+                let r = recv(&rx, &mut buf, true).unwrap();
+                for (off, len) in r.datagrams() {
+                    sizes.push(len);
+                    got.extend_from_slice(&buf[off..off + len]);
+                }
+            }
+            assert_eq!(sizes, [4000, 4000, 2000], "gro={gro}");
+            assert_eq!(got, data, "gro={gro}");
+        }
+    }
+}
