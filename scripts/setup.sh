@@ -6,6 +6,8 @@ command -v tshark >/dev/null || need_apt+=(tshark)
 command -v ip >/dev/null || need_apt+=(iproute2)
 # netns_nft_loss / netns_nft_ecn: kernel drops and CE marks with nftables.
 command -v nft >/dev/null || need_apt+=(nftables)
+# Namespaced links segment UDP GSO packets in software so rules and captures see wire frames.
+command -v ethtool >/dev/null || need_apt+=(ethtool)
 [ -f /usr/include/infiniband/mlx5dv.h ] || need_apt+=(libibverbs-dev)
 ls -d /usr/src/linux-headers-*/include/linux/mlx5 >/dev/null 2>&1 || need_apt+=(linux-headers-amd64)
 command -v cc >/dev/null || need_apt+=(gcc)

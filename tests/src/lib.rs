@@ -301,7 +301,20 @@ impl NetnsFabric {
             self.exec(ns, &["ip", "link", "set", ifn, "mtu", &mtu]);
             self.exec(ns, &["ip", "addr", "add", cidr, "dev", ifn]);
             self.exec(ns, &["ip", "link", "set", ifn, "up"]);
+            self.wire_frames(ns, ifn);
         }
+    }
+
+    /// Makes interface `ifn` of namespace `i` segment UDP GSO packets in software before they
+    /// leave it (`ethtool -K IFN tx-udp-segmentation off`), so that nftables rules, captures
+    /// and the receiver see each RoCEv2 frame as a NIC puts it on the wire — with the IPv4 IDs
+    /// that GSO gives its segments — not a 64 KiB GSO packet.
+    pub fn wire_frames(&self, i: usize, ifn: &str) {
+        assert!(
+            have("ethtool", &["--version"]),
+            "ethtool is needed to turn off UDP segmentation offload on {ifn} (scripts/setup.sh installs it)"
+        );
+        self.exec(i, &["ethtool", "-K", ifn, "tx-udp-segmentation", "off"]);
     }
 
     /// Sets interface `ifn` of namespace `i` up or down.

@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::soft::ident::{with_ident, IdentSolver};
 use crate::soft::impair::{ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
-use crate::soft::tx_batch::{coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch};
+use crate::soft::tx_batch::{
+    coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch, ACK_DELAY_NS,
+};
 use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
@@ -44,10 +46,6 @@ const APP_GRACE_NS: u64 = 500_000;
 const RX_BURST: usize = 64;
 /// Receive buffer: the largest GRO batch.
 const RX_BUF: usize = 65536;
-/// An application's blocking wait uses a blocking `recvmsg` (woken by the packet, returning after
-/// the socket's read timeout, jiffy-rounded) only when no timer is due within this long, ns;
-/// otherwise `poll(2)` with a precise timeout.
-const BLOCKING_RECV_MIN_NS: u64 = 10_000_000;
 /// No deadline (the `next_deadline` cache).
 const NO_DEADLINE: u64 = u64::MAX;
 /// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
@@ -76,6 +74,9 @@ pub struct DeviceCounters {
     pub tx_errors: u64,
     /// Packets sent with a deliberately corrupted ICRC (`SoftConfig::corrupt_tx_icrc`).
     pub tx_icrc_corrupted: u64,
+    /// Plain ACKs of WRITEs superseded by a later cumulative ACK before they were sent (ACK
+    /// coalescing, see `soft::tx_batch`): the QP produced them, the wire never carried them.
+    pub acks_coalesced: u64,
     /// What the impairment layer did (`SoftConfig::impair`; all zero without one).
     pub impair: ImpairCounters,
 }
@@ -91,6 +92,7 @@ pub(crate) struct Counters {
     cnp_received: AtomicU64,
     tx_errors: AtomicU64,
     tx_icrc_corrupted: AtomicU64,
+    acks_coalesced: AtomicU64,
 }
 
 impl Counters {
@@ -106,6 +108,7 @@ impl Counters {
             cnp_received: l(&self.cnp_received),
             tx_errors: l(&self.tx_errors),
             tx_icrc_corrupted: l(&self.tx_icrc_corrupted),
+            acks_coalesced: l(&self.acks_coalesced),
             impair: ImpairCounters::default(),
         }
     }
@@ -151,6 +154,12 @@ pub(crate) struct SoftDevice {
     /// The earliest QP deadline known (timers, pacer, held ACKs), ns since `epoch`; never later
     /// than the real one, since every flush lowers it.
     next_deadline: AtomicU64,
+    /// Some QP may hold an urgent ACK (see [`SoftDevice::release_urgent_acks`]).
+    urgent_acks: AtomicBool,
+    /// The earliest deadline of a held ACK, ns since `epoch` (as `next_deadline`). An
+    /// application thread that drives the device sends due ACKs itself; the progress thread
+    /// steps in only when none did for another [`ACK_DELAY_NS`].
+    ack_deadline: AtomicU64,
     /// When the QP timers were last scanned, ns since `epoch`.
     last_scan: AtomicU64,
 }
@@ -349,6 +358,8 @@ impl SoftDevice {
             app_poll_ns: AtomicU64::new(0),
             app_waiting: AtomicU32::new(0),
             next_deadline: AtomicU64::new(NO_DEADLINE),
+            urgent_acks: AtomicBool::new(false),
+            ack_deadline: AtomicU64::new(NO_DEADLINE),
             last_scan: AtomicU64::new(0),
         });
         dev.publish_stats();
@@ -570,9 +581,13 @@ impl SoftDevice {
     }
 
     /// Sends every packet the QP's state machine has ready — packed into UDP GSO sends, plain
-    /// ACKs of WRITEs held back for coalescing (module `tx_batch`) — then moves completions to
-    /// the CQs.
+    /// ACKs held back for coalescing (module `tx_batch`) — then moves completions to the CQs.
     fn flush(&self, qp: &QpShared, core: &mut QpCore) {
+        self.flush_with(qp, core, false);
+    }
+
+    /// [`flush`](Self::flush); `release_urgent`: an urgent held ACK goes now too.
+    fn flush_with(&self, qp: &QpShared, core: &mut QpCore, release_urgent: bool) {
         let QpCore {
             rc,
             remote,
@@ -593,15 +608,39 @@ impl SoftDevice {
         } else {
             1
         };
-        let hold_acks = coalesces_acks_of(*last_req_opcode);
+        // ACKs of WRITEs wait for the coalescing bounds; others ("urgent") only until this QP
+        // sends anything else or the driving thread blocks.
+        let urgent = !coalesces_acks_of(*last_req_opcode);
         let mut batch = TxBatch::new(max_segments);
         let mut mem = PdMemory(&qp.pd);
+        let mut data_sent = false;
         // One clock read per flush: a packet's timestamps (retransmit timer, pacer) may lag by
         // the microseconds the flush takes, which only delays them.
         let now = self.now();
+        let mut ack_buf = [0u8; 32];
+        // Sends `$buf` holding `$batch`, after the urgent ACK held, if any, in one syscall.
+        macro_rules! send_data {
+            ($buf:expr, $batch:expr) => {
+                match ack_hold
+                    .urgent()
+                    .then(|| ack_hold.take(&mut ack_buf))
+                    .flatten()
+                {
+                    Some(n) => self.send_ack_then_batch(
+                        qp,
+                        &mut ack_buf[..n + 4],
+                        $buf,
+                        $batch,
+                        &ctx,
+                        remote,
+                    ),
+                    None => self.send_batch(qp, $buf, $batch, &ctx, remote),
+                }
+            };
+        }
         loop {
             if !batch.has_room(MAX_PACKET) {
-                self.send_batch(qp, &mut txbuf[..batch.used], &batch, &ctx, remote);
+                send_data!(&mut txbuf[..batch.used], &batch);
                 batch.clear();
             }
             let at = batch.used;
@@ -610,22 +649,25 @@ impl SoftDevice {
                 break;
             };
             if let Some(psn) = plain_ack_psn(&txbuf[at..at + n]) {
-                if hold_acks {
-                    ack_hold.hold(now.0, &txbuf[at..at + n], psn);
-                    continue;
+                if ack_hold.hold(now.0, &txbuf[at..at + n], psn, urgent) {
+                    bump(&self.counters.acks_coalesced);
                 }
-                ack_hold.sent(psn);
+                if urgent {
+                    self.urgent_acks.store(true, Ordering::Relaxed);
+                }
+                continue;
             }
+            data_sent = true;
             if batch.push(n + 4) == Push::SendFirst {
-                self.send_batch(qp, &mut txbuf[..at], &batch, &ctx, remote);
+                send_data!(&mut txbuf[..at], &batch);
                 txbuf.copy_within(at..at + n + 4, 0);
                 batch.restart(n + 4);
             }
         }
         if batch.count > 0 {
-            self.send_batch(qp, &mut txbuf[..batch.used], &batch, &ctx, remote);
+            send_data!(&mut txbuf[..batch.used], &batch);
         }
-        if ack_hold.due(now.0) {
+        if ack_hold.due(now.0) || (ack_hold.urgent() && (data_sent || release_urgent)) {
             if let Some(n) = ack_hold.take(&mut txbuf[..]) {
                 let mut one = TxBatch::new(1);
                 one.push(n + 4);
@@ -646,9 +688,11 @@ impl SoftDevice {
                 cap.record(self.local, remote, self.tos, 0, &buf[..n + 4]);
             }
         }
-        let deadline = rc.next_deadline().map(|d| d.0);
-        if let Some(d) = deadline.into_iter().chain(ack_hold.deadline()).min() {
-            self.next_deadline.fetch_min(d, Ordering::Relaxed);
+        if let Some(d) = rc.next_deadline() {
+            self.next_deadline.fetch_min(d.0, Ordering::Relaxed);
+        }
+        if let Some(d) = ack_hold.deadline() {
+            self.ack_deadline.fetch_min(d, Ordering::Relaxed);
         }
         qp.drain_completions(core);
     }
@@ -664,11 +708,62 @@ impl SoftDevice {
         ctx: &rdmesh_core::wire::IcrcContext,
         remote: SocketAddr,
     ) {
+        if self.seal_batch(qp, buf, batch, ctx, remote) {
+            self.send_sealed(buf, batch, ctx, remote);
+        }
+    }
+
+    /// Sends the urgent ACK `ack` (BTH + AETH + room for the ICRC) and then the packets of
+    /// `batch` in one `sendmmsg`: a peer that waits for both (a SEND ping-pong) is woken once.
+    fn send_ack_then_batch(
+        &self,
+        qp: &QpShared,
+        ack: &mut [u8],
+        buf: &mut [u8],
+        batch: &TxBatch,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
+        let mut one = TxBatch::new(1);
+        one.push(ack.len());
+        if self.impair.is_some() || !self.seal_batch(qp, ack, &one, ctx, remote) {
+            self.send_batch(qp, ack, &one, ctx, remote);
+            self.send_batch(qp, buf, batch, ctx, remote);
+            return;
+        }
+        if !self.seal_batch(qp, buf, batch, ctx, remote) {
+            self.send_sealed(ack, &one, ctx, remote);
+            return;
+        }
+        match udp_io::send_after(&self.socket, ack, buf, batch.seg, remote) {
+            Ok(()) => {
+                self.counters
+                    .tx_packets
+                    .fetch_add(1 + batch.count as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::debug!(%remote, error = %e, "sendmmsg of an ACK and its reply failed; sending them apart");
+                self.send_sealed(ack, &one, ctx, remote);
+                self.send_sealed(buf, batch, ctx, remote);
+            }
+        }
+    }
+
+    /// Seals the packets of `batch` in `buf` (segment `i` with IPv4 ID `i`), applies the ICRC
+    /// test fault and records them in the capture; `false` when one could not be sealed.
+    fn seal_batch(
+        &self,
+        qp: &QpShared,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) -> bool {
         for (i, (off, len)) in batch.packets().enumerate() {
             let pkt = &mut buf[off..off + len];
             if let Err(e) = with_ident(ctx, i as u16).seal(pkt) {
                 tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
-                return;
+                return false;
             }
             let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
             if self.corrupt_tx_icrc == Some(seq) {
@@ -680,6 +775,17 @@ impl SoftDevice {
                 cap.record(self.local, remote, self.tos, i as u16, pkt);
             }
         }
+        true
+    }
+
+    /// Sends the sealed packets of `batch`: one GSO send, or through the impairment layer.
+    fn send_sealed(
+        &self,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
         if batch.count == 1 {
             self.transmit(buf, remote);
             return;
@@ -861,19 +967,15 @@ impl SoftDevice {
         let n = match wait {
             None => self.rx_burst(&mut st, RX_BURST),
             Some(w) => {
-                let until_timer = self
-                    .next_deadline
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(now);
                 self.app_waiting.fetch_add(1, Ordering::Relaxed);
-                let n = if until_timer >= BLOCKING_RECV_MIN_NS && w >= POLL_INTERVAL {
+                let n = if w >= POLL_INTERVAL {
                     // One blocking receive, as a UDP ping-pong does: one syscall that returns
                     // at once when a packet is queued, woken by the packet otherwise (or by
-                    // the socket's read timeout).
-                    self.rx_burst_from(&mut st, RX_BURST, true)
+                    // the socket's read timeout). Timers that fall due meanwhile are the
+                    // progress thread's. The caller loops, so one receive is enough.
+                    self.rx_burst_from(&mut st, 1, true)
                 } else {
-                    // A timer is near: poll(2) with a precise timeout.
-                    let w = w.min(Duration::from_nanos(until_timer));
+                    // A short wait: poll(2) with a precise timeout.
                     if wait_readable(&self.socket, w) {
                         self.rx_burst(&mut st, RX_BURST)
                     } else {
@@ -890,6 +992,27 @@ impl SoftDevice {
         n
     }
 
+    /// Sends the urgent ACKs QPs hold (the progress thread went through a burst as the only
+    /// receiver: no application thread is about to reply).
+    fn release_urgent_acks(&self) {
+        if !self.urgent_acks.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let qps: Vec<Arc<QpShared>> = self
+            .qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for qp in qps {
+            let mut core = qp.lock();
+            if core.ack_hold.urgent() {
+                self.flush_with(&qp, &mut core, true);
+            }
+        }
+    }
+
     fn try_rx_burst(&self) -> usize {
         match self.rx.try_lock() {
             Ok(mut st) => self.rx_burst(&mut st, RX_BURST),
@@ -903,6 +1026,7 @@ impl SoftDevice {
         let now = self.now().0;
         let last = self.last_scan.load(Ordering::Relaxed);
         if now < self.next_deadline.load(Ordering::Relaxed)
+            && now < self.ack_deadline.load(Ordering::Relaxed)
             && now.saturating_sub(last) < TIMER_SCAN_NS
         {
             return;
@@ -915,8 +1039,14 @@ impl SoftDevice {
             return;
         }
         self.next_deadline.store(NO_DEADLINE, Ordering::Relaxed);
-        if let Some(d) = self.run_timers() {
+        self.ack_deadline.store(NO_DEADLINE, Ordering::Relaxed);
+        let (rc, ack) = self.run_timers();
+        if let Some(d) = rc {
             self.next_deadline
+                .fetch_min(d.max(now + MIN_RESCAN_NS), Ordering::Relaxed);
+        }
+        if let Some(d) = ack {
+            self.ack_deadline
                 .fetch_min(d.max(now + MIN_RESCAN_NS), Ordering::Relaxed);
         }
     }
@@ -1080,8 +1210,9 @@ impl SoftDevice {
 
     /// Runs the QP timers that are due (retransmit, RNR, DCQCN increase, pacer) and returns
     /// the earliest deadline still ahead of any QP, in ns since `epoch`.
-    fn run_timers(&self) -> Option<u64> {
+    fn run_timers(&self) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
+        let mut next_ack: Option<u64> = None;
         let qps: Vec<Arc<QpShared>> = self
             .qps
             .read()
@@ -1105,20 +1236,14 @@ impl SoftDevice {
             if due || core.ack_hold.due(now.0) {
                 self.flush(&qp, &mut core);
             }
-            let rc_deadline = core
-                .rc
-                .as_ref()
-                .and_then(|rc| rc.next_deadline())
-                .map(|d| d.0);
-            if let Some(d) = rc_deadline
-                .into_iter()
-                .chain(core.ack_hold.deadline())
-                .min()
-            {
-                next = Some(next.map_or(d, |n| n.min(d)));
+            if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
+                next = Some(next.map_or(d.0, |n| n.min(d.0)));
+            }
+            if let Some(d) = core.ack_hold.deadline() {
+                next_ack = Some(next_ack.map_or(d, |n| n.min(d)));
             }
         }
-        next
+        (next, next_ack)
     }
 }
 
@@ -1189,8 +1314,14 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
             let now = d.now().0;
             let mut until =
                 (now + max_wait.as_nanos() as u64).min(d.next_deadline.load(Ordering::Relaxed));
+            let ack = d.ack_deadline.load(Ordering::Relaxed);
             if app {
-                until = until.min(now + APP_GRACE_NS);
+                // The driving thread sends due ACKs itself; step in when it has not.
+                until = until
+                    .min(now + APP_GRACE_NS)
+                    .min(ack.saturating_add(ACK_DELAY_NS));
+            } else {
+                until = until.min(ack);
             }
             (app, Duration::from_nanos(until.saturating_sub(now)))
         };
@@ -1208,9 +1339,13 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                 match &rx {
                     Receiver::Udp(_) => {
                         d.try_rx_burst();
+                        d.release_urgent_acks();
                     }
                     Receiver::Raw(r) => match r.recv(&mut buf) {
-                        Ok(n) => d.receive_raw(&buf[..n]),
+                        Ok(n) => {
+                            d.receive_raw(&buf[..n]);
+                            d.release_urgent_acks();
+                        }
                         Err(e)
                             if matches!(
                                 e.kind(),

@@ -116,6 +116,7 @@ pub fn device_counters_json(d: &DeviceCounters) -> Value {
         "cnp_received": d.cnp_received,
         "tx_errors": d.tx_errors,
         "tx_icrc_corrupted": d.tx_icrc_corrupted,
+        "acks_coalesced": d.acks_coalesced,
         "impair": {
             "dropped": d.impair.dropped,
             "duplicated": d.impair.duplicated,

@@ -8,17 +8,25 @@
 //!
 //! # ACK coalescing
 //! IBTA vol. 1 §9.7.5.1.2 lets a responder acknowledge several requests with one ACK (the ACK's
-//! PSN is cumulative). The soft provider holds back plain ACKs of RDMA WRITE requests — which
-//! complete nothing at the responder and whose requester usually polls memory, not its CQ —
-//! until [`ACK_MAX_PSNS`] PSNs are unacknowledged or the first held ACK is [`ACK_DELAY_NS`]
-//! old, far below any retransmission timeout (4.096 µs · 2^timeout, ≥ 8 ms for perftest's
-//! default 14). ACKs of SEND, WRITE with immediate, NAKs, RNR NAKs, READ responses and atomic
-//! ACKs leave at once.
+//! PSN is cumulative), and every ACK costs a datagram through both kernels. The soft provider
+//! holds back plain ACKs:
+//! - of RDMA WRITE requests — which complete nothing at the responder and whose requester
+//!   usually polls memory, not its CQ — until [`ACK_MAX_PSNS`] PSNs are unacknowledged or the
+//!   first held ACK is [`ACK_DELAY_NS`] old;
+//! - of SEND and WRITE with immediate ("urgent": the requester likely waits for the
+//!   completion) only until the QP sends anything else (the reply of a ping-pong goes out with
+//!   the ACK in one `sendmmsg`), the progress thread — receiving for no application — ends a
+//!   burst, or [`URGENT_ACK_DELAY_NS`] passed.
+//!
+//! Both bounds are far below any retransmission timeout (4.096 µs · 2^timeout, ≥ 8 ms for
+//! perftest's default 14). NAKs, RNR NAKs, READ responses and atomic ACKs leave at once.
 
 use crate::soft::udp_io::{MAX_GSO_BYTES, MAX_GSO_SEGMENTS};
 
-/// The longest a plain ACK is held back, ns.
+/// The longest a plain ACK of a WRITE is held back, ns.
 pub(crate) const ACK_DELAY_NS: u64 = 50_000;
+/// The longest an urgent ACK (of a SEND or WRITE with immediate) is held back, ns.
+pub(crate) const URGENT_ACK_DELAY_NS: u64 = 20_000;
 /// Held ACKs are sent once they would acknowledge this many PSNs past the last ACK sent
 /// (a quarter of the requester's default window of 128 packets).
 pub(crate) const ACK_MAX_PSNS: u32 = 32;
@@ -134,23 +142,36 @@ pub(crate) struct AckHold {
     psn: u32,
     /// PSN of the last ACK sent.
     sent_psn: Option<u32>,
+    /// The held ACK covers a SEND or WRITE with immediate.
+    urgent: bool,
 }
 
 impl AckHold {
-    /// Holds `ib` (a plain ACK, BTH + AETH) with PSN `psn`, replacing an older held one.
-    pub(crate) fn hold(&mut self, now_ns: u64, ib: &[u8], psn: u32) {
+    /// Holds `ib` (a plain ACK, BTH + AETH) with PSN `psn`, replacing an older held one;
+    /// `true` when it superseded one (which is then never sent).
+    /// `urgent`: it acknowledges a request whose requester likely waits (see the module docs).
+    pub(crate) fn hold(&mut self, now_ns: u64, ib: &[u8], psn: u32, urgent: bool) -> bool {
+        let superseded = self.held;
         if !self.held {
             self.since_ns = now_ns;
+            self.urgent = false;
         }
+        self.urgent |= urgent;
         self.held = true;
         self.pkt[..ib.len()].copy_from_slice(ib);
         self.psn = psn;
+        superseded
+    }
+
+    /// Whether an urgent ACK is held.
+    pub(crate) fn urgent(&self) -> bool {
+        self.held && self.urgent
     }
 
     /// Whether the held ACK must go now.
     pub(crate) fn due(&self, now_ns: u64) -> bool {
         self.held
-            && (now_ns.saturating_sub(self.since_ns) >= ACK_DELAY_NS
+            && (now_ns.saturating_sub(self.since_ns) >= self.delay()
                 || self.sent_psn.map_or(true, |s| {
                     self.psn.wrapping_sub(s) & 0x00ff_ffff >= ACK_MAX_PSNS
                 }))
@@ -158,7 +179,15 @@ impl AckHold {
 
     /// When the held ACK goes at the latest, ns since the device epoch.
     pub(crate) fn deadline(&self) -> Option<u64> {
-        self.held.then_some(self.since_ns + ACK_DELAY_NS)
+        self.held.then_some(self.since_ns + self.delay())
+    }
+
+    fn delay(&self) -> u64 {
+        if self.urgent {
+            URGENT_ACK_DELAY_NS
+        } else {
+            ACK_DELAY_NS
+        }
     }
 
     /// Takes the held ACK into `buf` (BTH + AETH, room left for the ICRC); its length.
@@ -173,6 +202,7 @@ impl AckHold {
         Some(n)
     }
 
+    #[cfg(test)]
     /// Records an ACK sent at once (a later held ACK counts PSNs from it) and drops the held
     /// one it supersedes.
     pub(crate) fn sent(&mut self, psn: u32) {
@@ -242,15 +272,25 @@ mod test {
         ack[12] = 0;
         let mut h = AckHold::default();
         h.sent(4);
-        h.hold(1_000, &ack, 5);
+        assert!(!h.hold(1_000, &ack, 5, false));
         assert!(!h.due(1_000));
         assert!(h.due(1_000 + ACK_DELAY_NS));
         assert_eq!(h.deadline(), Some(1_000 + ACK_DELAY_NS));
-        h.hold(2_000, &ack, 4 + ACK_MAX_PSNS);
+        assert!(
+            h.hold(2_000, &ack, 4 + ACK_MAX_PSNS, false),
+            "supersedes the held one"
+        );
         assert!(h.due(2_000), "a quarter window unacknowledged");
         let mut buf = [0u8; 20];
         assert_eq!(h.take(&mut buf), Some(16));
         assert_eq!(h.take(&mut buf), None);
         assert!(coalesces_acks_of(0x0a) && !coalesces_acks_of(0x0b) && !coalesces_acks_of(0x04));
+        // An urgent ACK has the shorter bound.
+        let mut u = AckHold::default();
+        u.sent(4);
+        u.hold(0, &ack, 5, true);
+        assert!(u.urgent() && !u.due(URGENT_ACK_DELAY_NS - 1) && u.due(URGENT_ACK_DELAY_NS));
+        assert_eq!(u.take(&mut buf), Some(16));
+        assert!(!u.urgent());
     }
 }

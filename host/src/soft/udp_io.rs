@@ -150,6 +150,45 @@ pub(crate) fn send(
     Ok(())
 }
 
+/// Sends the datagram `first` and then `buf` (as [`send`] does) to `dst` in one `sendmmsg`, so
+/// that a peer sharing this CPU is woken once for both: an ACK and the reply that follows it.
+///
+/// Errors: as `sendmmsg`; [`io::ErrorKind::WriteZero`] when the kernel took only `first`.
+pub(crate) fn send_after(
+    sock: &UdpSocket,
+    first: &[u8],
+    buf: &[u8],
+    segment: usize,
+    dst: SocketAddr,
+) -> io::Result<()> {
+    use nix_cmsg::sys::socket::{sendmmsg, MultiHeaders};
+    let addr = SockaddrStorage::from(dst);
+    let seg = segment.max(first.len()) as u16;
+    let gso = buf.len() > segment;
+    let cmsg_gso = [ControlMessage::UdpGsoSegments(&seg)];
+    let cmsgs: &[ControlMessage] = if gso { &cmsg_gso } else { &[] };
+    let mut headers =
+        MultiHeaders::<SockaddrStorage>::preallocate(2, gso.then(|| nix_cmsg::cmsg_space!(u16)));
+    let iovs = [[IoSlice::new(first)], [IoSlice::new(buf)]];
+    let addrs = [Some(addr), Some(addr)];
+    let sent = sendmmsg(
+        sock.as_raw_fd(),
+        &mut headers,
+        &iovs,
+        addrs,
+        cmsgs,
+        MsgFlags::empty(),
+    )?
+    .count();
+    if sent < 2 {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "sendmmsg sent only the first datagram",
+        ));
+    }
+    Ok(())
+}
+
 fn to_socket_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
     if let Some(v4) = a.as_sockaddr_in() {
         return Some(SocketAddr::V4((*v4).into()));

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The soft provider against what a user would compare it with, each reference in a separate
+# process in the same run (docs/benchmarks.md, issue 12): loopback WRITE bandwidth against one
+# TCP stream, 8-byte WRITE/SEND latency against a UDP ping-pong (pinned to one CPU, then to two),
+# and `-q N` scaling. Three runs of each; the median is what docs/benchmarks.md reports.
+#
+# Usage: scripts/bench/soft-vs-kernel.sh [RDMESH_BINARY] [OUT_DIR]
+#   OLD=path/to/old/rdmesh   also runs an older binary's bandwidth and latency (no references)
+#   QMAX=8                   largest -q (needs 2*QMAX cores to scale)
+set -u
+BIN=${1:-target/release/rdmesh}
+OUT=${2:-/tmp/rdmesh-bench}
+QMAX=${QMAX:-8}
+export RDMESH_STATS=0
+mkdir -p "$OUT"
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+last() { tail -n "$1" | tee -a "$OUT/summary.txt"; }
+log "$(date -u) $(nproc) CPUs, $(uname -r), $BIN"
+for run in 1 2 3; do
+  for s in 1M 64K; do
+    log "run $run: write -s $s -D 4 --compare-tcp"
+    "$BIN" bench write --loopback -s "$s" -D 4 --compare-tcp 2>&1 | last 1
+  done
+  for op in write send; do
+    log "run $run: $op --lat -s 8 --cpus 0 --compare-udp"
+    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0 --compare-udp 2>&1 | last 1
+    log "run $run: $op --lat -s 8 --cpus 0,1 --compare-udp"
+    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0,1 --compare-udp 2>&1 | last 1
+  done
+  if [ -n "${OLD:-}" ]; then
+    for s in 1M 64K; do
+      log "run $run: OLD write -s $s -D 4"
+      "$OLD" bench write --loopback -s "$s" -D 4 2>&1 | tail -n 2 | head -n 1 | last 1
+    done
+    for op in write send; do
+      log "run $run: OLD $op --lat -s 8 (taskset -c 0)"
+      taskset -c 0 "$OLD" bench "$op" --loopback --lat -s 8 -n 20000 2>&1 | tail -n 2 | head -n 1 | last 1
+    done
+  fi
+done
+q=1
+while [ "$q" -le "$QMAX" ]; do
+  log "write -s 64K -D 4 -q $q"
+  "$BIN" bench write --loopback -s 64K -D 4 -q "$q" 2>&1 | grep aggregate | last 1
+  if [ "$q" -eq 1 ]; then
+    "$BIN" bench write --loopback -s 64K -D 4 2>&1 | tail -n 2 | head -n 1 | last 1
+  fi
+  q=$((q * 2))
+done
