@@ -958,10 +958,9 @@ impl SoftDevice {
             }
             return 0;
         }
-        let now = self.now().0;
-        self.app_poll_ns.store(now, Ordering::Relaxed);
         let Ok(mut st) = self.rx.try_lock() else {
             // Another thread is receiving; it pushes what it finds to the CQs.
+            self.app_poll_ns.store(self.now().0, Ordering::Relaxed);
             return 0;
         };
         let n = match wait {
@@ -983,12 +982,14 @@ impl SoftDevice {
                     }
                 };
                 self.app_waiting.fetch_sub(1, Ordering::Relaxed);
-                self.app_poll_ns.store(self.now().0, Ordering::Relaxed);
                 n
             }
         };
         drop(st);
-        self.run_due_timers();
+        // One clock read per call (they cost tens of ns each in a VM).
+        let now = self.now().0;
+        self.app_poll_ns.store(now, Ordering::Relaxed);
+        self.run_due_timers_at(now);
         n
     }
 
@@ -1023,7 +1024,11 @@ impl SoftDevice {
     /// Runs the QP timers when the earliest deadline is due or the last scan is
     /// `TIMER_SCAN_NS` old.
     fn run_due_timers(&self) {
-        let now = self.now().0;
+        self.run_due_timers_at(self.now().0);
+    }
+
+    /// [`run_due_timers`](Self::run_due_timers) with the time already read.
+    fn run_due_timers_at(&self, now: u64) {
         let last = self.last_scan.load(Ordering::Relaxed);
         if now < self.next_deadline.load(Ordering::Relaxed)
             && now < self.ack_deadline.load(Ordering::Relaxed)

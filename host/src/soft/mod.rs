@@ -1,16 +1,32 @@
 //! The `soft` provider: RoCEv2 RC in software over UDP, wire-compatible with real RoCE.
 //!
 //! One UDP socket per device, bound to a concrete interface address (port 4791, or an ephemeral
-//! port). A progress thread receives packets, verifies each ICRC, and hands them to the QP's
-//! RC state machine from `rdmesh_core::rc`; packets the state machine produces are sent from
-//! whichever thread made progress (the poster for new requests, the progress thread for ACKs,
-//! READ responses and retransmissions).
+//! port). Received packets have their ICRC verified and go to the QP's RC state machine from
+//! `rdmesh_core::rc`; packets the state machine produces are sent from whichever thread made
+//! progress.
+//!
+//! # Who receives
+//! An application thread that polls a CQ, waits on one, or calls `Device::progress` (a thread
+//! polling memory for an RDMA WRITE) receives and processes packets itself: no hand-off to
+//! another thread per packet, and a blocking wait is one blocking `recvmsg` woken by the packet.
+//! The device's progress thread runs the timers (retransmission, RNR, DCQCN and its pacer, held
+//! ACKs) and receives only for ends no application drives (a passive WRITE responder), or when
+//! none drove the device for 500 µs.
+//!
+//! # Batching
+//! A flush packs the packets it has into UDP GSO sends (`UDP_SEGMENT`, up to 64 segments or 64
+//! KiB), and the socket receives with UDP GRO; ACKs of WRITEs are coalesced (module
+//! `tx_batch`). GSO changes one header value the ICRC covers: Linux gives the segments of one
+//! send consecutive IPv4 IDs from 0, so segment `i` is sealed with ID `i`, and a receiver that
+//! gets the segments one by one — without the GRO index — recovers the ID from the ICRC (module
+//! `ident`). `SoftConfig::gso = false` or `RDMESH_GSO=0` sends one datagram per `sendto`.
 //!
 //! # Header values on the wire
 //! The ICRC covers the IP and UDP headers, but a UDP socket neither chooses nor sees all of
 //! them. The provider sends from an unconnected socket with `IP_MTU_DISCOVER =
 //! IP_PMTUDISC_DO`, so Linux sets DF and, for an unconnected socket with DF and `ignore_df`
-//! clear, writes IP ID 0 (`ip_select_ident_segs`). (With the default `IP_PMTUDISC_WANT` the
+//! clear, writes IP ID 0 (`ip_select_ident_segs`), and IDs 1, 2, … on the further segments of
+//! a GSO send (`inet_gso_segment`). (With the default `IP_PMTUDISC_WANT` the
 //! kernel sets DF but picks a non-zero ID.) TTL is set to 64 and TOS explicitly. TTL, TOS and both checksums
 //! are masked out of the ICRC. So the sender knows every covered value: version/IHL 0x45,
 //! total length, ID 0, flags DF with fragment offset 0, protocol 17, the addresses, ports and
