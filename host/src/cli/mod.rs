@@ -64,6 +64,22 @@ pub enum Command {
     },
 }
 
+#[cfg(test)]
+mod cpu_list_test {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn taskset_syntax() {
+        assert_eq!(parse_cpu_list("0").unwrap(), [0]);
+        assert_eq!(parse_cpu_list("3,1").unwrap(), [1, 3]);
+        assert_eq!(parse_cpu_list("0-3,2,8").unwrap(), [0, 1, 2, 3, 8]);
+        for bad in ["", "a", "3-1", "1-", "-2", "1,,x"] {
+            let e = parse_cpu_list(bad).unwrap_err().to_string();
+            assert!(e.contains("--cpus"), "{bad}: {e}");
+        }
+    }
+}
+
 /// Parses a CPU list in taskset's syntax (`0`, `0,2`, `0-3`, `0-1,4`).
 ///
 /// Errors: [`Error::Config`] naming the part that is not a CPU number or range.

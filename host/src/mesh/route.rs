@@ -255,6 +255,13 @@ mod test {
         let local = [nic("half0", "10.10.1.11/24", 30.0), v6];
         let r = direct_rails(&local, &[a("10.10.1.12/24"), a("fd00::2/64")]);
         assert_eq!(r.len(), 1);
+        // That rail is the IPv4 one, although the IPv6 prefix is longer (the v6 NIC listed
+        // first changes nothing).
+        assert!(r[0].peer_addr.is_ipv4(), "{r:?}");
+        let local = [local[1].clone(), local[0].clone()];
+        let r = direct_rails(&local, &[a("fd00::2/64"), a("10.10.1.12/24")]);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].peer_addr.is_ipv4(), "{r:?}");
     }
 
     #[test]
