@@ -42,6 +42,8 @@ const MIN_RESCAN_NS: u64 = 10_000;
 /// An application thread that drove progress this recently (ns) keeps the progress thread off
 /// the socket: it runs timers only (see [`SoftDevice::progress`]).
 const APP_GRACE_NS: u64 = 500_000;
+/// How long the progress thread keeps receiving without sleeping after the last packet, ns.
+const RX_SPIN_NS: u64 = 50_000;
 /// Most datagrams (or GRO batches) one receive burst takes before it lets the caller go on.
 const RX_BURST: usize = 64;
 /// Receive buffer: the largest GRO batch.
@@ -1298,6 +1300,12 @@ impl Drop for SoftDevice {
 /// pacer, held ACKs), releases impaired packets and publishes statistics.
 fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; RX_BUF];
+    // Busy-receive after a burst only where this thread can have a CPU of its own.
+    let rx_spin = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        RX_SPIN_NS
+    } else {
+        0
+    };
     let mut last_publish = 0u64;
     let Some(max_wait) = dev.upgrade().map(|d| {
         // With an impairment layer that holds packets, wake often enough to release them.
@@ -1343,7 +1351,18 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                 let Some(d) = dev.upgrade() else { return };
                 match &rx {
                     Receiver::Udp(_) => {
-                        d.try_rx_burst();
+                        if d.try_rx_burst() > 0 && rx_spin > 0 {
+                            // Traffic is flowing: keep receiving without sleeping while packets
+                            // keep coming (a wake-up per GRO batch costs more than the empty
+                            // receives), on a machine where this thread has a CPU of its own.
+                            let mut until = d.now().0 + rx_spin;
+                            while d.now().0 < until && !d.app_driven() {
+                                if d.try_rx_burst() > 0 {
+                                    until = d.now().0 + rx_spin;
+                                }
+                                d.run_due_timers();
+                            }
+                        }
                         d.release_urgent_acks();
                     }
                     Receiver::Raw(r) => match r.recv(&mut buf) {
