@@ -397,6 +397,7 @@ impl<'a> Arbitrary<'a> for Target {
             } else {
                 None
             },
+            whole_frame: bool::arbitrary(u)?,
         })
     }
 }

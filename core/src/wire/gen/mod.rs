@@ -139,6 +139,12 @@ pub struct Target {
     pub qp: QpTarget,
     /// The receiver's MR, if one is known.
     pub mr: Option<MrTarget>,
+    /// `true`: the frame goes out as written (a pcap file, a raw socket), so violations in
+    /// the IP and UDP headers ([`Violation::LengthField`], [`Violation::BadUdpChecksum`], the
+    /// IPv4 reserved flag) are generated. `false`: only the UDP payload is sent, through a UDP
+    /// socket whose IP/UDP headers the kernel writes (ICRC computed for IPv4 ID 0 with DF, as
+    /// an unconnected socket with `IP_PMTUDISC_DO` sends), so those violations are not.
+    pub whole_frame: bool,
 }
 
 impl Target {
@@ -182,6 +188,7 @@ impl Target {
                 len: 65536,
                 rkey: 0x1234,
             }),
+            whole_frame: true,
         }
     }
 
@@ -234,11 +241,7 @@ pub fn generate(e: &mut Entropy<'_>, t: &Target, buf: &mut [u8]) -> Result<Gener
     } else {
         e.choose(&Violation::ALL[1..])
     };
-    let v = if v.applies_to(service(t), t.mr.is_some()) {
-        v
-    } else {
-        Violation::None
-    };
+    let v = if v.applies_to(t) { v } else { Violation::None };
     generate_violation(e, t, v, buf)
 }
 
@@ -340,7 +343,9 @@ fn fill_payload(seed: u32, out: &mut [u8]) {
 }
 
 /// Builds one frame with violation `v` (forced; see [`Violation::applies_to`] for the
-/// combinations that make sense — others degrade to the closest frame they can) into `buf`.
+/// combinations that make sense — others degrade to the closest frame they can, and
+/// [`Violation::LengthField`] / [`Violation::BadUdpChecksum`] are built even when
+/// `t.whole_frame` is `false`) into `buf`.
 ///
 /// # Errors
 /// As [`generate`].
@@ -641,8 +646,8 @@ pub fn generate_violation(
             1 => buf[ib_at + 4] |= e.range(1, 0x3f) as u8,
             2 if hs.deth => buf[ib_at + bth::HEADER_LEN + 4] = e.range(1, 0xff) as u8,
             _ => match t.ip {
-                IpRepr::V4(_) => buf[ip_at + 6] |= 0x80,
-                IpRepr::V6(_) => buf[ib_at + 8] |= 0x01,
+                IpRepr::V4(_) if t.whole_frame => buf[ip_at + 6] |= 0x80,
+                _ => buf[ib_at + 8] |= 0x01,
             },
         },
         Violation::PadCntMismatch => {

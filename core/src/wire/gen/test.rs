@@ -179,7 +179,7 @@ fn forced_violations_for_every_target() {
     let mut data = [0u8; 128];
     for t in targets() {
         for v in Violation::ALL {
-            if !v.applies_to(t.qp.service, t.mr.is_some()) {
+            if !v.applies_to(&t) {
                 continue;
             }
             for i in 0..200u64 {
@@ -213,5 +213,33 @@ fn small_buffer_is_an_error_not_a_panic() {
         if let Ok(g) = generate(&mut Entropy::new(&data), &t, &mut buf) {
             assert!(g.len <= 80);
         }
+    }
+}
+
+/// With `whole_frame: false` only the UDP payload is sent: its ICRC must verify against the
+/// headers a kernel UDP socket writes (IPv4 ID 0, DF), and no IP/UDP violation is chosen.
+#[test]
+fn udp_socket_frames_verify_with_the_socket_context() {
+    let mut t = Target::example_v4();
+    t.whole_frame = false;
+    let crate::wire::IpRepr::V4(ip) = t.ip else {
+        unreachable!()
+    };
+    let ctx = crate::wire::IcrcContext::for_udp_socket_v4(ip.src, ip.dst, t.src_port, t.dst_port);
+    let ib_at = 14 + 20 + 8;
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    let mut data = [0u8; 128];
+    for i in 0..3000 {
+        prng_bytes(i + 99, &mut data);
+        let g = generate(&mut Entropy::new(&data), &t, &mut buf).unwrap();
+        assert!(!matches!(
+            g.violation,
+            Violation::LengthField | Violation::BadUdpChecksum
+        ));
+        assert_eq!(
+            ctx.verify(&buf[ib_at..g.len]),
+            g.violation != Violation::BadIcrc,
+            "{g:?}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! The deliberate protocol violations a generated frame may carry.
 
+use super::Target;
 use crate::wire::Transport;
 
 /// What is wrong with a generated frame on purpose ([`Violation::None`]: nothing; such a frame
@@ -118,10 +119,15 @@ impl Violation {
         Self::ALL.iter().copied().find(|v| v.name() == name)
     }
 
-    /// Whether this violation can be built for a QP of `service` (UD has no RETH, no
-    /// multi-packet messages; an MR is needed for the R_Key and address cases).
-    pub fn applies_to(self, service: Transport, has_mr: bool) -> bool {
+    /// Whether this violation can be built for target `t`: UD has no RETH and no multi-packet
+    /// messages; an MR is needed for the R_Key and address cases; IP/UDP header violations
+    /// need `t.whole_frame`.
+    pub fn applies_to(self, t: &Target) -> bool {
+        let service = t.qp.service;
+        let has_mr = t.mr.is_some();
         match self {
+            Violation::LengthField | Violation::BadUdpChecksum => t.whole_frame,
+            Violation::PayloadLenWrong => service != Transport::Ud,
             Violation::OutOfOrderOpcode | Violation::DmaLenMismatch => {
                 matches!(service, Transport::Rc | Transport::Uc)
             }
