@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod bench_mesh;
 pub mod doctor;
+pub mod fuzz;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
@@ -51,6 +52,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Device and QP counters of running rdmesh processes (like `rdma statistic show`).
     Stats(stats::StatsArgs),
+    /// Fuzz other RoCEv2 parsers: pcap files into a program, or frames to a live peer.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// `rdmesh pcap` subcommands.
@@ -310,6 +313,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mlx5(args) => mlx5::run(args).map_err(|e| Error::Config(e.to_string())),
         Command::Doctor(args) => doctor::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(
