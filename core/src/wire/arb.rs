@@ -360,6 +360,9 @@ impl<'a> Arbitrary<'a> for MrTarget {
             va: u.int_in_range(0..=u64::MAX - len)?,
             len,
             rkey: u32::arbitrary(u)?,
+            remote_read: bool::arbitrary(u)?,
+            remote_write: bool::arbitrary(u)?,
+            remote_atomic: bool::arbitrary(u)?,
         })
     }
 }

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::fuzz::exec::{self, ExecOptions};
-use crate::fuzz::peer::{self, PeerOptions, Probe};
+use crate::fuzz::peer::{self, Access, PeerOptions, Probe};
 
 /// `rdmesh fuzz` arguments.
 #[derive(Debug, Args)]
@@ -127,6 +127,11 @@ pub struct PeerArgs {
     /// The liveness probe.
     #[arg(long, value_enum, default_value_t = ProbeArg::Read)]
     pub probe: ProbeArg,
+    /// Remote access rights of the peer's buffer, comma-separated from read, write, atomic
+    /// (default: the probe's operation, as ib_read_bw / ib_write_bw register it). Valid
+    /// frames use only these; `access-not-granted` frames use the others.
+    #[arg(long, value_delimiter = ',')]
+    pub mr_access: Vec<String>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration> {
@@ -137,6 +142,30 @@ fn secs(what: &str, v: f64) -> Result<Duration> {
             "{what} {v}: give a positive number of seconds"
         )))
     }
+}
+
+fn access(a: &PeerArgs) -> Result<Access> {
+    if a.mr_access.is_empty() {
+        return Ok(Access {
+            read: a.probe == ProbeArg::Read,
+            write: a.probe == ProbeArg::Write,
+            atomic: false,
+        });
+    }
+    let mut acc = Access::default();
+    for w in &a.mr_access {
+        match w.trim() {
+            "read" => acc.read = true,
+            "write" => acc.write = true,
+            "atomic" => acc.atomic = true,
+            other => {
+                return Err(Error::Config(format!(
+                    "--mr-access {other}: give read, write and/or atomic"
+                )))
+            }
+        }
+    }
+    Ok(acc)
 }
 
 /// Runs `rdmesh fuzz`. Exit status: error when a finding was made, so scripts notice.
@@ -197,6 +226,7 @@ pub fn run(args: &FuzzArgs) -> Result<()> {
                     ProbeArg::Read => Probe::Read,
                     ProbeArg::Write => Probe::Write,
                 },
+                access: access(a)?,
             };
             let s = peer::run(&opts)?;
             print!("{}", peer::summary_text(&opts, &s));

@@ -89,6 +89,20 @@ pub struct PeerOptions {
     pub reconnect: u32,
     /// The liveness probe.
     pub probe: Probe,
+    /// What the peer's buffer allows: valid frames use only these operations, and
+    /// `access-not-granted` frames the others.
+    pub access: Access,
+}
+
+/// Remote access rights of the peer's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    /// RDMA READ.
+    pub read: bool,
+    /// RDMA WRITE.
+    pub write: bool,
+    /// Atomics.
+    pub atomic: bool,
 }
 
 /// One saved finding.
@@ -115,8 +129,10 @@ pub struct PeerSummary {
     pub probes_ok: u64,
     /// Connections made.
     pub connections: u32,
-    /// Times the peer's QP went to the error state after a fatal NAK.
+    /// Times the peer's QP went to the error state after a fatal NAK: (frame, NAK code).
     pub qp_errors: Vec<(u64, NakCode)>,
+    /// The (opcode, violation) of the frame each fatal NAK answered, counted.
+    pub qp_error_cases: std::collections::BTreeMap<(u8, &'static str), u32>,
     /// Findings.
     pub findings: Vec<PeerFinding>,
     /// Per opcode and violation: sent / answered / ACKed / NAKed / silent.
@@ -277,6 +293,9 @@ impl Conn {
                 va: peer.vaddr,
                 len: opts.size.max(8),
                 rkey: peer.rkey,
+                remote_read: opts.access.read,
+                remote_write: opts.access.write,
+                remote_atomic: opts.access.atomic,
             }),
             whole_frame: false,
         };
@@ -623,11 +642,12 @@ pub fn run(opts: &PeerOptions) -> Result<PeerSummary> {
         batch.push((f.bytes, Some(g)));
         sum.frames += 1;
         i += 1;
-        if batch.len() < opts.batch && i < opts.frames {
+        // A fatal NAK ends the batch: the peer's QP is in the error state (IBTA 9.9.3).
+        if batch.len() < opts.batch && i < opts.frames && conn.fatal.is_none() {
             continue;
         }
         let mut sent = Vec::new();
-        let alive = conn.probe(opts, &mut sent)?;
+        let alive = conn.fatal.is_none() && conn.probe(opts, &mut sent)?;
         batch.extend(sent.into_iter().map(|f| (f, None)));
         let last = batch
             .iter()
@@ -652,6 +672,9 @@ pub fn run(opts: &PeerOptions) -> Result<PeerSummary> {
             sum.probes_ok += 1;
         } else if let Some(code) = conn.fatal {
             sum.qp_errors.push((i - 1, code));
+            *sum.qp_error_cases
+                .entry((last.opcode, last.violation.name()))
+                .or_default() += 1;
             eprintln!(
                 "rdmesh fuzz peer: the peer's QP went to the error state after a {code:?} NAK (frame {}); {}",
                 i - 1,
@@ -708,8 +731,8 @@ pub fn summary_text(opts: &PeerOptions, s: &PeerSummary) -> String {
     if let Some(why) = &s.stopped {
         let _ = writeln!(t, "stopped: {why}");
     }
-    for (f, code) in &s.qp_errors {
-        let _ = writeln!(t, "qp error: {code:?} NAK after frame {f}");
+    for ((op, v), n) in &s.qp_error_cases {
+        let _ = writeln!(t, "qp error x{n}: fatal NAK after {} {v}", opcode_name(*op));
     }
     for f in &s.findings {
         let _ = writeln!(

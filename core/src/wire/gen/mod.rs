@@ -64,7 +64,10 @@ pub const KNOWN_OPCODES: [u8; 38] = [
 ];
 
 /// RC requests that start a message (First, Only, READ request, atomics).
-const RC_START: [u8; 10] = [0x00, 0x04, 0x05, 0x06, 0x0a, 0x0b, 0x0c, 0x13, 0x14, 0x17];
+/// (SEND with Invalidate is not among them: invalidating an R_Key that is not a bound
+/// memory window's or a fast-registration MR's is an error; it comes with
+/// [`Violation::RkeyNearMr`].)
+const RC_START: [u8; 9] = [0x00, 0x04, 0x05, 0x06, 0x0a, 0x0b, 0x0c, 0x13, 0x14];
 /// Packets an RC requester receives (READ response Only/First, ACK, atomic ACK) and a CNP.
 const RC_RESPONSES: [u8; 5] = [0x10, 0x0d, 0x11, 0x12, 0x81];
 /// RC Middle and Last packets.
@@ -79,6 +82,8 @@ const UD_START: [u8; 2] = [0x64, 0x65];
 const RC_KEYED: [u8; 7] = [0x06, 0x0a, 0x0b, 0x0c, 0x13, 0x14, 0x17];
 /// UC opcodes with a RETH.
 const UC_KEYED: [u8; 3] = [0x26, 0x2a, 0x2b];
+/// RC opcodes that need an MR access right (WRITE, READ, atomics).
+const RC_DMA_ATOMIC: [u8; 6] = [0x06, 0x0a, 0x0b, 0x0c, 0x13, 0x14];
 /// RC opcodes whose RETH names a message length.
 const RC_DMA: [u8; 4] = [0x06, 0x0a, 0x0b, 0x0c];
 /// RC First packets and RC opcodes without payload.
@@ -96,6 +101,28 @@ pub struct MrTarget {
     pub len: u64,
     /// The R_Key.
     pub rkey: u32,
+    /// The MR allows remote READ (`IBV_ACCESS_REMOTE_READ`).
+    pub remote_read: bool,
+    /// The MR allows remote WRITE (`IBV_ACCESS_REMOTE_WRITE`).
+    pub remote_write: bool,
+    /// The MR allows remote atomics (`IBV_ACCESS_REMOTE_ATOMIC`).
+    pub remote_atomic: bool,
+}
+
+impl MrTarget {
+    /// Whether the MR lets `op` through: WRITEs need remote write, READ requests remote
+    /// read, CmpSwap/FetchAdd remote atomic; everything else needs nothing.
+    pub fn permits(&self, op: Opcode) -> bool {
+        if op.is_write() {
+            self.remote_write
+        } else if op == Opcode::RcRdmaReadRequest {
+            self.remote_read
+        } else if matches!(op, Opcode::RcCompareSwap | Opcode::RcFetchAdd) {
+            self.remote_atomic
+        } else {
+            true
+        }
+    }
 }
 
 /// The receiver's QP as the generator sees it: the live values frames are built near.
@@ -187,6 +214,9 @@ impl Target {
                 va: 0x7f00_0000_0000,
                 len: 65536,
                 rkey: 0x1234,
+                remote_read: true,
+                remote_write: true,
+                remote_atomic: true,
             }),
             whole_frame: true,
         }
@@ -254,7 +284,9 @@ fn service(t: &Target) -> Transport {
 }
 
 /// Picks an opcode for violation `v` on a QP of `svc`.
-fn pick_opcode(e: &mut Entropy<'_>, svc: Transport, v: Violation) -> u8 {
+fn pick_opcode(e: &mut Entropy<'_>, t: &Target, v: Violation) -> u8 {
+    let svc = service(t);
+    let permits = |op: u8| t.mr.is_none_or(|m| m.permits(Opcode::from(op)));
     let start: &[u8] = match svc {
         Transport::Uc => &UC_START,
         Transport::Ud => &UD_START,
@@ -312,11 +344,37 @@ fn pick_opcode(e: &mut Entropy<'_>, svc: Transport, v: Violation) -> u8 {
                 break start[start.len() - 1];
             }
         },
+        Violation::AccessNotGranted => {
+            let keyed: &[u8] = match svc {
+                Transport::Uc => &UC_KEYED,
+                _ => &RC_DMA_ATOMIC,
+            };
+            let n = keyed.iter().filter(|&&op| !permits(op)).count();
+            let k = e.below(n.max(1));
+            keyed
+                .iter()
+                .copied()
+                .filter(|&op| !permits(op))
+                .nth(k)
+                .unwrap_or(start[0])
+        }
         _ => {
             if svc == Transport::Rc && e.ratio(1, 8) {
                 e.choose(&RC_RESPONSES)
             } else {
-                e.choose(start)
+                // An operation the MR allows (SENDs always are).
+                let mut op = e.choose(start);
+                for _ in 0..8 {
+                    if permits(op) {
+                        break;
+                    }
+                    op = e.choose(start);
+                }
+                if permits(op) {
+                    op
+                } else {
+                    start[0]
+                }
             }
         }
     }
@@ -357,7 +415,7 @@ pub fn generate_violation(
 ) -> Result<Generated> {
     let svc = service(t);
     let pmtu = t.qp.pmtu.clamp(256, 4096).next_power_of_two().min(4096) as usize;
-    let base = pick_opcode(e, svc, v);
+    let base = pick_opcode(e, t, v);
     let raw_opcode = if v == Violation::UnknownOpcode {
         unknown_opcode(e)
     } else {
@@ -473,6 +531,9 @@ pub fn generate_violation(
         va: 0x1000,
         len: 1 << 20,
         rkey: 0x100,
+        remote_read: true,
+        remote_write: true,
+        remote_atomic: true,
     });
     if hs.reth && emit_opcode.is_write() && (payload_len as u64) > mr.len {
         payload_len = mr.len as usize;

@@ -11,20 +11,26 @@ fn prng_bytes(seed: u64, out: &mut [u8]) {
     }
 }
 
-fn targets() -> [Target; 4] {
+fn targets() -> [Target; 5] {
     let mut ud = Target::example_v4();
     ud.qp.service = Transport::Ud;
     let mut uc = Target::example_v6();
     uc.qp.service = Transport::Uc;
     uc.qp.pmtu = 4096;
     uc.udp_checksum = UdpChecksum::Compute;
+    // A read-only MR: valid frames never WRITE or use atomics on it.
+    let mut ro = Target::example_v6();
+    if let Some(m) = ro.mr.as_mut() {
+        m.remote_write = false;
+        m.remote_atomic = false;
+    }
     let mut v4 = Target::example_v4();
     v4.eth.vlan = Some(crate::wire::VlanTag {
         pcp: 3,
         dei: false,
         vid: 7,
     });
-    [v4, Target::example_v6(), ud, uc]
+    [v4, ro, ud, uc, Target::example_v4()]
 }
 
 /// Checks one generated frame against what its violation promises.
@@ -51,6 +57,7 @@ fn check(t: &Target, g: &Generated, frame: &[u8]) {
         | Violation::VaOutOfMr
         | Violation::DmaLenMismatch
         | Violation::BadUdpChecksum
+        | Violation::AccessNotGranted
         | Violation::BadIcrc => {
             let p = parsed.unwrap_or_else(|e| panic!("{v:?} {g:?}: {e:?}"));
             assert_eq!(p.icrc_valid, v != Violation::BadIcrc);
@@ -125,6 +132,14 @@ fn check(t: &Target, g: &Generated, frame: &[u8]) {
                     .unwrap();
                 assert_ne!(k, mr.rkey);
             }
+            if let (Some(mr), Violation::None | Violation::AccessNotGranted) = (t.mr, v) {
+                assert_eq!(
+                    mr.permits(b.opcode),
+                    v == Violation::None,
+                    "{v:?} {:?}",
+                    b.opcode
+                );
+            }
             if v == Violation::OpcodeForOtherQpType {
                 assert_ne!(b.opcode.transport(), service(t));
             }
@@ -150,7 +165,7 @@ fn check(t: &Target, g: &Generated, frame: &[u8]) {
 fn every_violation_and_opcode_is_generated_and_checks() {
     let mut buf = [0u8; MAX_FRAME_LEN];
     let mut data = [0u8; 256];
-    let mut seen_v = [0u32; 20];
+    let mut seen_v = [0u32; 21];
     let mut seen_op = [false; 256];
     for (ti, t) in targets().iter().enumerate() {
         for i in 0..4000u64 {
@@ -166,6 +181,9 @@ fn every_violation_and_opcode_is_generated_and_checks() {
         }
     }
     for (i, n) in seen_v.iter().enumerate() {
+        if Violation::ALL[i] == Violation::AccessNotGranted {
+            continue; // the example targets' MRs allow everything
+        }
         assert!(*n > 20, "{:?} generated {n} times", Violation::ALL[i]);
     }
     for op in KNOWN_OPCODES {

@@ -61,11 +61,13 @@ pub enum Violation {
     DmaLenMismatch,
     /// Non-zero UDP checksum that does not verify.
     BadUdpChecksum,
+    /// A WRITE, READ or atomic on an MR that does not allow it (otherwise a valid request).
+    AccessNotGranted,
 }
 
 impl Violation {
     /// Every violation, [`Violation::None`] first.
-    pub const ALL: [Violation; 20] = [
+    pub const ALL: [Violation; 21] = [
         Violation::None,
         Violation::BadIcrc,
         Violation::PsnAhead,
@@ -86,6 +88,7 @@ impl Violation {
         Violation::VaOutOfMr,
         Violation::DmaLenMismatch,
         Violation::BadUdpChecksum,
+        Violation::AccessNotGranted,
     ];
 
     /// A short kebab-case name (for coverage tables and file names).
@@ -111,6 +114,7 @@ impl Violation {
             Violation::VaOutOfMr => "va-out-of-mr",
             Violation::DmaLenMismatch => "dma-len-mismatch",
             Violation::BadUdpChecksum => "bad-udp-checksum",
+            Violation::AccessNotGranted => "access-not-granted",
         }
     }
 
@@ -134,6 +138,11 @@ impl Violation {
             Violation::RkeyNearMr | Violation::VaOutOfMr => {
                 has_mr && matches!(service, Transport::Rc | Transport::Uc)
             }
+            Violation::AccessNotGranted => t.mr.is_some_and(|m| match service {
+                Transport::Rc => !(m.remote_read && m.remote_write && m.remote_atomic),
+                Transport::Uc => !m.remote_write,
+                _ => false,
+            }),
             _ => true,
         }
     }
