@@ -286,7 +286,7 @@ fn service(t: &Target) -> Transport {
 /// Picks an opcode for violation `v` on a QP of `svc`.
 fn pick_opcode(e: &mut Entropy<'_>, t: &Target, v: Violation) -> u8 {
     let svc = service(t);
-    let permits = |op: u8| t.mr.is_none_or(|m| m.permits(Opcode::from(op)));
+    let permits = |op: u8| t.mr.map_or(true, |m| m.permits(Opcode::from(op)));
     let start: &[u8] = match svc {
         Transport::Uc => &UC_START,
         Transport::Ud => &UD_START,
