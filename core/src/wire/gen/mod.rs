@@ -222,9 +222,11 @@ impl Target {
         }
     }
 
-    /// As [`example_v4`](Self::example_v4) over IPv6 (fd00::1 → fd00::2).
+    /// As [`example_v4`](Self::example_v4) over IPv6 (fd00::1 → fd00::2), with the UDP
+    /// checksum computed (RFC 8200 §8.1 forbids a zero one over IPv6).
     pub const fn example_v6() -> Target {
         let mut t = Self::example_v4();
+        t.udp_checksum = UdpChecksum::Compute;
         t.eth.ethertype = ETHERTYPE_IPV6;
         t.ip = IpRepr::V6(Ipv6Repr {
             src: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
