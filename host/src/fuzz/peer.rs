@@ -498,7 +498,11 @@ fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
 /// How a reply answers `g` (sent when the responder expected `epsn`), if it does.
 fn outcome_of(r: &Reply, g: &Generated, epsn: Psn) -> Option<Outcome> {
     match r.syndrome {
-        Some(Syndrome::Nak(NakCode::PsnSequenceError)) => Some(Outcome::Naked),
+        // A PSN sequence NAK carries the expected PSN, not the offending one: it answers a
+        // frame that was ahead of it.
+        Some(Syndrome::Nak(NakCode::PsnSequenceError)) => {
+            (g.psn.diff(epsn) > 0).then_some(Outcome::Naked)
+        }
         Some(s) if s.is_nak() && r.psn == g.psn => Some(Outcome::Naked),
         _ if r.opcode.is_read_response() || r.opcode == Opcode::RcAtomicAcknowledge => {
             (r.psn == g.psn).then_some(Outcome::Answered)
