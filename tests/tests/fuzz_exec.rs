@@ -33,7 +33,10 @@ fn build_planted(dir: &Path) -> Option<PathBuf> {
 
 fn fuzz_exec(args: &[&str], program: &[&str], limit: Duration) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(rdmesh_bin());
-    cmd.args(["fuzz", "exec"]).args(args).arg("--").args(program);
+    cmd.args(["fuzz", "exec"])
+        .args(args)
+        .arg("--")
+        .args(program);
     let out = run_bounded(cmd, limit);
     (
         out.status.code(),
@@ -166,7 +169,14 @@ fn rdmesh_pcap_decode_as_a_target() {
     let dir = scratch("fuzz-exec-decode");
     let bin = rdmesh_bin();
     let (code, stdout, stderr) = fuzz_exec(
-        &["--iters", "40", "--frames", "32", "--out", dir.to_str().unwrap()],
+        &[
+            "--iters",
+            "40",
+            "--frames",
+            "32",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
         &[bin.to_str().unwrap(), "pcap", "decode"],
         Duration::from_secs(120),
     );
@@ -174,7 +184,10 @@ fn rdmesh_pcap_decode_as_a_target() {
     assert_eq!(count_before(&stdout, "frames"), 40 * 32, "{stdout}");
     assert!(stdout.contains("0 findings"), "{stdout}");
     // Coverage lists violations and opcodes.
-    assert!(stdout.contains("bad-icrc") && stdout.contains("RcRdmaReadRequest"), "{stdout}");
+    assert!(
+        stdout.contains("bad-icrc") && stdout.contains("RcRdmaReadRequest"),
+        "{stdout}"
+    );
 }
 
 #[test]

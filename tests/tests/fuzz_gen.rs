@@ -109,7 +109,11 @@ fn valid_frames_dissect_cleanly_and_verify_independently() {
         assert!(p.icrc_valid);
     }
     let pcap = dir.join("valid.pcap");
-    pcapio::write(&pcap, &fs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()).unwrap();
+    pcapio::write(
+        &pcap,
+        &fs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
+    )
+    .unwrap();
     if scapy {
         let out = icrc_check(&pcap);
         assert!(out.contains(&format!("roce={} bad=0", fs.len())), "{out}");
@@ -152,9 +156,17 @@ fn valid_frames_dissect_cleanly_and_verify_independently() {
                 .map(|h| u64::from_str_radix(h, 16).unwrap())
                 .unwrap_or_else(|| s.parse().unwrap_or_else(|_| panic!("{line}")))
         };
-        assert_eq!(num(cols[1]), u64::from(u8::from(p.transport.bth.opcode)), "{line}");
+        assert_eq!(
+            num(cols[1]),
+            u64::from(u8::from(p.transport.bth.opcode)),
+            "{line}"
+        );
         assert_eq!(num(cols[2]), u64::from(p.transport.bth.dest_qp), "{line}");
-        assert_eq!(num(cols[3]), u64::from(p.transport.bth.psn.value()), "{line}");
+        assert_eq!(
+            num(cols[3]),
+            u64::from(p.transport.bth.psn.value()),
+            "{line}"
+        );
         assert!(cols[4].is_empty(), "tshark: malformed: {line}");
         // Severity 0x800000 = error (8388608); warnings (e.g. "unknown payload") are allowed.
         assert!(
@@ -181,18 +193,29 @@ fn violations_keep_the_icrc_unless_asked() {
         .collect();
     let fs = frames(&kinds, 3);
     let pcap = dir.join("violations.pcap");
-    pcapio::write(&pcap, &fs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()).unwrap();
+    pcapio::write(
+        &pcap,
+        &fs.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
+    )
+    .unwrap();
     let mut check = Command::new("python3");
     check
         .arg(workspace_root().join("tests/scripts/icrc_check.py"))
         .arg(&pcap);
     let out = run_bounded(check, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains(&format!("roce={} bad=0", fs.len())), "{stdout}");
+    assert!(
+        stdout.contains(&format!("roce={} bad=0", fs.len())),
+        "{stdout}"
+    );
 
     let bad = frames(&[Violation::BadIcrc], 2);
     let pcap = dir.join("bad-icrc.pcap");
-    pcapio::write(&pcap, &bad.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>()).unwrap();
+    pcapio::write(
+        &pcap,
+        &bad.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
+    )
+    .unwrap();
     let mut check = Command::new("python3");
     check
         .arg(workspace_root().join("tests/scripts/icrc_check.py"))

@@ -136,7 +136,10 @@ fn fuzz_peer_against_a_soft_rdmesh_peer() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert!(stdout.contains("0 findings"), "{stdout}");
-    assert!(stdout.starts_with("rdmesh fuzz peer: 240 frames"), "{stdout}");
+    assert!(
+        stdout.starts_with("rdmesh fuzz peer: 240 frames"),
+        "{stdout}"
+    );
     let total = row(&stdout, "total");
     assert_eq!(total[0], 240);
     // Valid READs were answered; the violations drew NAKs from the responder's checks past
@@ -154,7 +157,10 @@ fn fuzz_peer_against_a_soft_rdmesh_peer() {
     .iter()
     .map(|n| row(&stdout, n)[3])
     .sum();
-    assert!(deep > 5, "the responder's deeper checks were not reached: {stdout}");
+    assert!(
+        deep > 5,
+        "the responder's deeper checks were not reached: {stdout}"
+    );
     // Frames that die at the first checks (ICRC, QPN) are mostly silent.
     for name in ["bad-icrc", "wrong-qpn"] {
         let r = row(&stdout, name);
