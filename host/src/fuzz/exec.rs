@@ -287,6 +287,14 @@ fn write_report(
     );
     let _ = writeln!(s, "frames (original index: generator case; decode):");
     for ((i, g), f) in cases.iter().zip(frames) {
+        if opts.random_bytes {
+            let _ = writeln!(
+                s,
+                "  #{i}: random bytes -> {}",
+                crate::cli::pcap::frame_text(*i as u64 + 1, f).trim()
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "  #{i}: opcode {:#04x} {} violation {} psn {} payload {} -> {}",
