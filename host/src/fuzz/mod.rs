@@ -83,8 +83,8 @@ pub fn generate(target: &Target, entropy: &[u8]) -> crate::Result<Frame> {
 }
 
 /// The pcap target of iteration `iter`: the example IPv4 or IPv6 RC target (one in four
-/// IPv6), one in eight UC and one in eight UD, with the QPN, expected PSN and MSN drawn from
-/// the seed so that the whole PSN space is covered.
+/// IPv6), one in eight UC and one in eight UD, one MR in four read-only, with the QPN,
+/// expected PSN, MSN and MTU drawn from the seed so that the whole PSN space is covered.
 pub fn pcap_target(seed: u64, iter: u64) -> Target {
     let mut r = SplitMix64::new(seed ^ 0x7e57 ^ iter.rotate_left(17));
     let a = r.next_u64();
@@ -103,6 +103,13 @@ pub fn pcap_target(seed: u64, iter: u64) -> Target {
     t.qp.epsn = Psn::new((b >> 24) as u32);
     t.qp.msn = ((b >> 48) as u32) & 0xffff;
     t.qp.pmtu = 256 << ((a >> 16) % 5);
+    // One MR in four read-only, so that `access-not-granted` frames come too.
+    if (a >> 24) & 3 == 0 {
+        if let Some(m) = t.mr.as_mut() {
+            m.remote_write = false;
+            m.remote_atomic = false;
+        }
+    }
     t
 }
 
