@@ -127,7 +127,8 @@ pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) -> V
     buf
 }
 
-fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
+/// `a` as an IPv6 address (IPv4 as `::ffff:a.b.c.d`).
+pub(crate) fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
     match a {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,

@@ -42,6 +42,7 @@ use super::{entropy_for, generate, pcapio, udp_payload, SplitMix64};
 use crate::bench::perftest::connect_retrying;
 use crate::bench::perftest_oob::{mtu_bytes, mtu_enum, BwReport, KeyMsg, PerftestChannel};
 use crate::bench::run::route_source;
+use crate::capture::to_v6;
 use crate::error::{Error, Result};
 
 /// The liveness probe.
@@ -485,13 +486,6 @@ impl Conn {
         if let Err(e) = r {
             tracing::info!(error = %e, "closing the perftest exchange");
         }
-    }
-}
-
-fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
-    match a {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-        IpAddr::V6(v6) => v6,
     }
 }
 
