@@ -11,21 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdmesh_tests::{free_tcp_port, is_root, rdmesh_bin, run_bounded, scratch};
-
-/// The row `name` of a coverage table: sent, answered, acked, naked, silent.
-fn row(out: &str, name: &str) -> [u64; 5] {
-    let line = out
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no coverage row {name}:\n{out}"));
-    let n: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|t| t.parse().unwrap())
-        .collect();
-    [n[0], n[1], n[2], n[3], n[4]]
-}
+use rdmesh_tests::{free_tcp_port, fuzz_coverage_row, is_root, rdmesh_bin, run_bounded, scratch};
 
 #[test]
 fn fuzz_peer_against_a_soft_rdmesh_peer() {
@@ -140,11 +126,11 @@ fn fuzz_peer_against_a_soft_rdmesh_peer() {
         stdout.starts_with("rdmesh fuzz peer: 240 frames"),
         "{stdout}"
     );
-    let total = row(&stdout, "total");
+    let total = fuzz_coverage_row(&stdout, "total");
     assert_eq!(total[0], 240);
     // Valid READs were answered; the violations drew NAKs from the responder's checks past
     // the ICRC, QPN and PSN (access, length and sequence checks).
-    let none = row(&stdout, "none");
+    let none = fuzz_coverage_row(&stdout, "none");
     assert!(none[1] > 0, "no valid READ answered: {stdout}");
     assert!(total[3] > 20, "too few NAKs: {stdout}");
     let deep: u64 = [
@@ -155,7 +141,7 @@ fn fuzz_peer_against_a_soft_rdmesh_peer() {
         "out-of-order-opcode",
     ]
     .iter()
-    .map(|n| row(&stdout, n)[3])
+    .map(|n| fuzz_coverage_row(&stdout, n)[3])
     .sum();
     assert!(
         deep > 5,
@@ -163,7 +149,7 @@ fn fuzz_peer_against_a_soft_rdmesh_peer() {
     );
     // Frames that die at the first checks (ICRC, QPN) are mostly silent.
     for name in ["bad-icrc", "wrong-qpn"] {
-        let r = row(&stdout, name);
+        let r = fuzz_coverage_row(&stdout, name);
         assert!(r[0] > 0 && r[4] * 2 > r[0], "{name}: {stdout}");
     }
 }

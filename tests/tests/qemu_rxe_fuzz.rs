@@ -16,6 +16,7 @@ mod qemu_common;
 use std::time::Duration;
 
 use qemu_common::{counters, GUEST_IP, HOST_IP};
+use rdmesh_tests::fuzz_coverage_row;
 
 /// Kernel messages of every level reach the console (the kernel runs with `quiet`, which
 /// would hide WARN()'s KERN_WARNING lines), then the server loop.
@@ -23,20 +24,6 @@ const GUEST: &str = r#"
 echo 8 > /proc/sys/kernel/printk
 step fuzz_servers sh -c 'i=0; while [ $i -lt 60 ]; do i=$((i+1)); timeout 60 ib_read_bw -d rxe0 -x $GIDX -F -s 4096 -n 1000 || true; for c in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "QF_COUNTER ${c##*/}=$(cat $c)"; done; done'
 "#;
-
-/// The row `name` of the coverage table: sent, answered, acked, naked, silent.
-fn row(out: &str, name: &str) -> [u64; 5] {
-    let line = out
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no coverage row {name}:\n{out}"));
-    let n: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|t| t.parse().unwrap())
-        .collect();
-    [n[0], n[1], n[2], n[3], n[4]]
-}
 
 #[test]
 fn qemu_rxe_fuzz_peer() {
@@ -96,10 +83,10 @@ fn qemu_rxe_fuzz_peer() {
         findings.join("\n")
     );
     assert!(stdout.contains("0 findings"), "{stdout}");
-    let total = row(&stdout, "total");
+    let total = fuzz_coverage_row(&stdout, "total");
     assert_eq!(total[0], 96, "{stdout}");
     assert!(
-        row(&stdout, "none")[1] > 0,
+        fuzz_coverage_row(&stdout, "none")[1] > 0,
         "no valid READ answered: {stdout}"
     );
     let deep: u64 = [
@@ -109,7 +96,7 @@ fn qemu_rxe_fuzz_peer() {
         "payload-over-mtu",
     ]
     .iter()
-    .map(|n| row(&stdout, n)[3])
+    .map(|n| fuzz_coverage_row(&stdout, n)[3])
     .sum();
     assert!(
         deep > 0,
