@@ -137,7 +137,8 @@ pub fn frame(src: SocketAddr, dst: SocketAddr, tos: u8, ident: u16, udp_payload:
     buf
 }
 
-fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
+/// `a` as an IPv6 address (IPv4 as `::ffff:a.b.c.d`).
+pub(crate) fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
     match a {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,

@@ -13,6 +13,7 @@ pub mod capture;
 pub mod cli;
 pub mod error;
 pub mod framing;
+pub mod fuzz;
 pub mod mesh;
 pub mod soft;
 pub mod topo;

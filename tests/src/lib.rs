@@ -347,3 +347,18 @@ impl Drop for NetnsFabric {
         }
     }
 }
+
+/// The row `name` of an `rdmesh fuzz peer` coverage table: frames sent, answered, ACKed,
+/// NAKed, silent. Fails the test when `out` has no such row.
+pub fn fuzz_coverage_row(out: &str, name: &str) -> [u64; 5] {
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no coverage row {name}:\n{out}"));
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|t| t.parse().unwrap())
+        .collect();
+    [n[0], n[1], n[2], n[3], n[4]]
+}

@@ -141,6 +141,8 @@ pub(crate) fn write_u64(data: &mut [u8], r: Field, v: u64) {
 mod view;
 
 pub mod aeth;
+#[cfg(feature = "arbitrary")]
+mod arb;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
@@ -148,6 +150,7 @@ mod checksum;
 pub mod cnp;
 pub mod deth;
 pub mod ethernet;
+pub mod gen;
 pub mod ib_packet;
 pub mod icrc;
 pub mod ieth;

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod bench_mesh;
 pub mod doctor;
+pub mod fuzz;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
@@ -62,6 +63,8 @@ pub enum Command {
         #[arg(long, default_value_t = 1)]
         per_msg: u64,
     },
+    /// Fuzz other RoCEv2 parsers: pcap files into a program, or frames to a live peer.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 #[cfg(test)]
@@ -403,6 +406,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::ReferencePeer { kind, per_msg } => {
             crate::bench::reference::serve_peer(kind, per_msg)
         }
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Devices => {
             for d in crate::verbs::Device::list()? {
                 println!(
