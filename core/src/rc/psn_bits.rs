@@ -76,6 +76,21 @@ impl PsnBits {
     pub(crate) fn clear(&mut self) {
         self.bits = 0;
     }
+
+    /// The set as a bitmap relative to the window start (bit i: PSN `base + i`).
+    pub(crate) fn bits(&self) -> u128 {
+        self.bits
+    }
+
+    /// Adds every PSN `base + i` whose bit i is set in `bits`.
+    pub(crate) fn insert_bits(&mut self, bits: u128) {
+        self.bits |= bits;
+    }
+
+    /// The highest PSN in the set.
+    pub(crate) fn highest(&self) -> Option<Psn> {
+        (self.bits != 0).then(|| self.base.add(127 - self.bits.leading_zeros()))
+    }
 }
 
 #[cfg(test)]
