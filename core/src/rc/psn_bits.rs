@@ -82,9 +82,14 @@ impl PsnBits {
         self.bits
     }
 
-    /// Adds every PSN `base + i` whose bit i is set in `bits`.
-    pub(crate) fn insert_bits(&mut self, bits: u128) {
-        self.bits |= bits;
+    /// Adds every PSN `at + i` whose bit i is set in `bits` (those inside the window).
+    pub(crate) fn insert_bits_at(&mut self, at: Psn, bits: u128) {
+        let d = at.diff(self.base);
+        if d >= 0 && (d as u32) < SR_WINDOW {
+            self.bits |= bits << d as u32;
+        } else if d < 0 && d.unsigned_abs() < SR_WINDOW {
+            self.bits |= bits >> d.unsigned_abs();
+        }
     }
 
     /// The highest PSN in the set.
