@@ -336,6 +336,19 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.selective() {
             return self.retry_on_nak(ctr);
         }
+        // Responses leave the responder in PSN order: what the head still misses was lost
+        // (or overtaken) — resend its first missing PSN now, unless already resent.
+        self.advance_scoreboard();
+        if let Some(h) = self.sq.front() {
+            let mut q = h.request_psn();
+            while h.contains(q) && self.got.contains(q) {
+                q = q.add(1);
+            }
+            if h.contains(q) && !self.resent.contains(q) && !self.resend.contains(q) {
+                ctr.fast_retransmits += 1;
+                self.resend.insert(q);
+            }
+        }
         self.detect_losses(None, false, ctr);
         Ok(())
     }

@@ -71,11 +71,15 @@ fn one_lost_packet_is_resent_alone() {
     );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    // 103..=109 placed out of order, one NAK for 102, only 102 resent; no timer.
+    // 103..=109 placed out of order; SACKs on the first (103), the fourth held since (107)
+    // and the last (109, AckReq); 102 resent once the SACK shows 107 (DUP_THRESH), no timer.
     assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(b.out_of_sequence_requests, 7);
-    assert_eq!(b.naks_sent.psn_sequence, 1);
-    assert_eq!(a.naks_received.psn_sequence, 1);
+    assert_eq!(b.naks_sent.psn_sequence, 3);
+    assert_eq!(b.sacks_sent, 3);
+    assert_eq!(a.naks_received.psn_sequence, 3);
+    assert_eq!(a.sacks_received, 3);
+    assert_eq!(a.fast_retransmits, 1);
     assert_eq!(a.retransmitted_packets, 1);
     assert_eq!(a.timeouts, 0);
     assert_eq!(p.now, t0);
@@ -150,11 +154,12 @@ fn random_loss_selective_resends_exactly_the_lost_packets() {
 }
 
 #[test]
-fn reordered_packet_costs_one_spurious_resend() {
+fn reordered_packet_is_not_resent() {
     // 102 arrives after 103. Go-back-N: B drops 103 and NAKs 102, then — 103 having been
     // dropped — NAKs 103 on 104; A goes back twice (102..=109, then 103..=109: 15 packets,
-    // 8 of them duplicates at B). Selective: B keeps 103, A resends 102 alone (a duplicate).
-    for (recovery, resent, dups) in [(Recovery::GoBackN, 15, 8), (Recovery::Selective, 1, 1)] {
+    // 8 of them duplicates at B). Selective: B keeps 103 and SACKs it; one PSN beyond 102 is
+    // below DUP_THRESH, so A resends nothing.
+    for (recovery, resent, dups) in [(Recovery::GoBackN, 15, 8), (Recovery::Selective, 0, 0)] {
         let mut p = pair(recovery, 2560);
         write(&mut p, 1, 0, 2560);
         while p.transmit(Dir::AtoB) {}
@@ -194,11 +199,11 @@ fn tail_losses_recover_after_one_timeout() {
 }
 
 #[test]
-fn sends_after_a_hole_are_resent_writes_are_not() {
-    // Selective: B NAKs 100 on the first out-of-order packet, then 101 and 102 as the resent
-    // SENDs fill the holes one by one (held WRITEs lie beyond); A ignores the last two, having
-    // resent those PSNs already.
-    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 4, 3)] {
+fn sends_after_a_hole_are_placed_not_resent() {
+    // Selective: SEND packets carry a placement header, so B places 101..=107 (SEND middle
+    // and last, the split WRITE, the second SEND) and SACKs on 101, 102 (AckReq), 106
+    // (AckReq) and 107 (AckReq); A resends 100 alone.
+    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 1, 4)] {
         let mut p = pair(recovery, 4096);
         p.b.post_recv(recv_wqe(50, &[sge(BASE_B + 2048, 1024, KEY_B)]))
             .unwrap();
@@ -259,8 +264,8 @@ fn sends_after_a_hole_are_resent_writes_are_not() {
         assert_delivered_once(&p, 1024);
         assert_eq!(p.a.counters().retransmitted_packets, resent, "{recovery:?}");
         if recovery == Recovery::Selective {
-            assert_eq!(p.b.counters().out_of_order_placed, 4);
-            // Resent: the SEND packets 100..=102 and 107, not the WRITE.
+            assert_eq!(p.b.counters().out_of_order_placed, 7);
+            // Resent: the lost SEND packet only.
             let resent_psns: Vec<u32> = p
                 .trace
                 .iter()
@@ -268,7 +273,7 @@ fn sends_after_a_hole_are_resent_writes_are_not() {
                 .map(|(_, h, _)| h.bth.psn.value())
                 .skip(8)
                 .collect();
-            assert_eq!(resent_psns, [100, 101, 102, 107]);
+            assert_eq!(resent_psns, [100]);
         }
     }
 }
