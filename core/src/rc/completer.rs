@@ -93,8 +93,9 @@ impl<const SQ: usize> Requester<SQ> {
         match aeth.syndrome {
             Syndrome::Ack { .. } => {
                 ctr.acks_received += 1;
-                if self.selective() && !self.resent.contains(psn) {
-                    // Karn: only PSNs sent once give a round-trip sample.
+                if self.selective() && self.resent.bits() == 0 {
+                    // Karn: only while nothing is resent (an ACK that a resend triggered, or
+                    // that retires packets held behind a hole, would time the recovery).
                     let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
                     self.rtt_sample(now.0.saturating_sub(sent.0));
                 }
@@ -199,35 +200,8 @@ impl<const SQ: usize> Requester<SQ> {
         }
         if self.selective() {
             self.advance_scoreboard();
-            if let Some(rp) = self.recover {
-                if self.comp_psn.before(rp) {
-                    self.partial_ack();
-                } else {
-                    self.recover = None;
-                }
-            }
         } else {
             self.sync_cursor();
-        }
-    }
-
-    /// Selective repeat, recovering after a timeout: the ACK point moved but not past what was
-    /// sent before the timeout, so the packet at the new ACK point is presumed lost too —
-    /// resend it (unless already resent, or it is inside a READ whose responses are flowing).
-    fn partial_ack(&mut self) {
-        let c = self.comp_psn;
-        self.resend.advance(c);
-        self.resent.advance(c);
-        let Some(e) = self.sq.iter().find(|e| e.contains(c)) else {
-            return;
-        };
-        let delivered = if e.is_read() {
-            self.got.contains(c)
-        } else {
-            self.sacked.contains(c)
-        };
-        if !delivered && !self.resent.contains(c) {
-            self.resend.insert(c);
         }
     }
 
@@ -245,8 +219,9 @@ impl<const SQ: usize> Requester<SQ> {
     /// response arrived. An undelivered PSN is lost once something at least [`DUP_THRESH`]
     /// PSNs beyond it arrived (the highest SACKed PSN, READ response, or acknowledged PSN, or
     /// `hint`); a PSN already resent only once that far beyond what was new when it was
-    /// resent. With `timeout`, the oldest undelivered PSN, every undelivered PSN below the
-    /// highest evidence, and with few in flight every undelivered PSN count as lost.
+    /// resent. With `timeout`, the oldest undelivered PSN, and
+    /// with few in flight every undelivered PSN count as lost (the SACK that answers the resend
+    /// reveals the rest).
     fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool, ctr: &mut RcCounters) {
         self.advance_scoreboard();
         let c = self.comp_psn;
@@ -295,7 +270,7 @@ impl<const SQ: usize> Requester<SQ> {
                 }
                 let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
                 let lost = if timeout {
-                    first || hi.after(q) || few
+                    first || few
                 } else if self.resent.contains(q) {
                     beyond(self.retx_mark[(q.value() % SR_WINDOW) as usize])
                 } else {
@@ -546,6 +521,7 @@ impl<const SQ: usize> Requester<SQ> {
         }
         let k = psn.distance_from(e.first_psn);
         let expected = k == e.read_done && i == 0;
+
         if k < e.read_done || self.got.contains(psn) {
             ctr.duplicates_dropped += 1;
             return Ok(());
@@ -563,6 +539,11 @@ impl<const SQ: usize> Requester<SQ> {
         if scatter(mem, &e.wqe.sg_list, off, payload).is_err() {
             self.complete_in_error(i, WcStatus::LocProtErr);
             return Err(Fatal);
+        }
+        if k == 0 && self.resent.bits() == 0 {
+            // The first response of a READ sent once: a round-trip sample (Karn).
+            let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
+            self.rtt_sample(now.0.saturating_sub(sent.0));
         }
         if expected {
             if let Some(h) = self.entry_mut(0) {
@@ -789,7 +770,6 @@ impl<const SQ: usize> Requester<SQ> {
         // What the responder held may have moved on (executed, or its reply lost): after a
         // timeout only fresh SACKs count (RFC 6675 §5.1: SACK information is advisory).
         self.sacked.clear();
-        self.recover = Some(self.psn_hi);
         self.detect_losses(None, true, ctr);
         Ok(())
     }

@@ -187,9 +187,6 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) resend: PsnBits,
     /// Selective repeat: PSNs resent since the last timeout (not resent again on a NAK).
     pub(crate) resent: PsnBits,
-    /// Selective repeat: after a timeout, `psn_hi` at that time; until `comp_psn` reaches it,
-    /// each new cumulative-ACK point is resent.
-    pub(crate) recover: Option<Psn>,
     /// Receive sequence number the next SEND / WRITE with immediate gets.
     pub(crate) recv_seq_next: u32,
     /// Selective repeat: PSNs the responder holds beyond its ePSN (from SACK blocks).
@@ -242,7 +239,6 @@ impl<const SQ: usize> Requester<SQ> {
             max_inflight: MAX_UNACKED_PSNS,
             resend: PsnBits::default(),
             resent: PsnBits::default(),
-            recover: None,
             recv_seq_next: 0,
             sacked: PsnBits::default(),
             got: PsnBits::default(),
@@ -289,7 +285,6 @@ impl<const SQ: usize> Requester<SQ> {
         self.sacked.clear();
         self.got.advance(rts.sq_psn);
         self.got.clear();
-        self.recover = None;
         self.reset_retry_counters();
     }
 
@@ -714,7 +709,6 @@ impl<const SQ: usize> Requester<SQ> {
         self.resend.clear();
         self.sacked.clear();
         self.got.clear();
-        self.recover = None;
     }
 
     /// Flushes every queued WQE with `WrFlushErr` (QP to Error).

@@ -924,16 +924,21 @@ impl<const RQ: usize> Responder<RQ> {
             return;
         }
         if selective {
-            if r.queued && !r.replay && k >= r.next {
-                // Not sent yet: the reply in progress will carry it.
-                return;
+            let mut end = (k + self.mtu.packets(reth.dma_len)).min(r.npkts);
+            if r.queued {
+                // The reply in progress still carries what it has not sent yet.
+                end = end.min(r.next);
+                if k >= end {
+                    return;
+                }
             }
-            let end = (k + self.mtu.packets(reth.dma_len)).min(r.npkts);
             if self.out.is_full() {
                 ctr.dropped_packets += 1;
                 return;
             }
-            let _ = self.out.push_back(Response::ReadPart {
+            // Ahead of the queue: the requester's window is stuck until these arrive. Responses
+            // still leave before every ACK/NAK queued after them.
+            let _ = self.out.push_front(Response::ReadPart {
                 slot,
                 start: k,
                 next: k,

@@ -5,6 +5,7 @@
 //! payload + pad is a multiple of 4 bytes (rxe_req.c `init_req_packet`: `(-paylen) & 3`).
 //! The ICRC itself needs the IP and UDP headers: see [`icrc`](super::icrc).
 
+use super::opcode::Opcode;
 use super::transport::TransportRepr;
 use super::{Error, Result};
 
@@ -44,7 +45,8 @@ impl<'a> IbPacket<'a> {
     /// - [`Error::Truncated`]: no room for the 4-byte ICRC after the headers.
     /// - [`Error::BadLength`]: PadCnt exceeds the bytes between headers and ICRC; payload + pad is
     ///   not a multiple of 4 bytes; or an opcode that carries no payload (ACK, READ request,
-    ///   atomics, CNP) has bytes there.
+    ///   atomics, CNP) has bytes there — except an ACKNOWLEDGE carrying exactly the 20 bytes of
+    ///   an rdmesh SACK block ([`super::sack`]), which the QP reads only in selective repeat.
     pub fn parse(udp_payload: &'a [u8]) -> Result<IbPacket<'a>> {
         let (transport, header_len) = TransportRepr::parse(udp_payload)?;
         if udp_payload.len() < header_len + ICRC_LEN {
@@ -58,7 +60,11 @@ impl<'a> IbPacket<'a> {
         }
         let carries_payload = transport.bth.opcode.header_set().is_some_and(|h| h.payload);
         let (payload, pad) = body.split_at(body.len() - pad_cnt);
-        if !carries_payload && !payload.is_empty() {
+        // The one exception: an ACKNOWLEDGE may carry an rdmesh SACK block (selective repeat
+        // between two rdmesh QPs that negotiated it; `super::sack`).
+        let sack_block =
+            transport.bth.opcode == Opcode::RcAcknowledge && payload.len() == super::sack::HEADER_LEN;
+        if !carries_payload && !payload.is_empty() && !sack_block {
             return Err(Error::BadLength);
         }
         let t = &udp_payload[icrc_at..];
@@ -185,5 +191,11 @@ mod test {
         assert_eq!(n, 16);
         assert!(IbPacket::parse(&buf[..n + 4]).is_ok());
         assert_eq!(IbPacket::parse(&buf[..n + 8]), Err(Error::BadLength));
+        // An rdmesh SACK block (20 bytes) after the AETH is accepted, other lengths are not.
+        let mut sack = [0u8; 64];
+        sack[..n].copy_from_slice(&buf[..n]);
+        let p = IbPacket::parse(&sack[..n + 20 + 4]).unwrap();
+        assert_eq!(p.payload.len(), 20);
+        assert_eq!(IbPacket::parse(&sack[..n + 24 + 4]), Err(Error::BadLength));
     }
 }

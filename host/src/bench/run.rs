@@ -101,19 +101,7 @@ pub struct BenchOptions {
     pub report_interval: Option<Duration>,
 }
 
-/// The hello's code of a recovery mode.
-fn recovery_code(r: Recovery) -> u8 {
-    match r {
-        Recovery::GoBackN => 0,
-        Recovery::Selective => 1,
-    }
-}
-
-fn recovery_from_code(c: u8) -> Option<Recovery> {
-    [Recovery::GoBackN, Recovery::Selective]
-        .into_iter()
-        .find(|&r| recovery_code(r) == c)
-}
+use super::oob::{negotiate, recovery_code, RECOVERY_NEGOTIATE};
 
 /// Bytes of buffer the client asks for per side.
 const BUFFER_BUDGET: u64 = 256 << 20;
@@ -296,7 +284,7 @@ pub(crate) fn route_source(dst: IpAddr) -> Result<IpAddr> {
         .ip())
 }
 
-fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
+fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32, recovery: Recovery) {
     let op = match opts.mode {
         Mode::Write => "RDMA_Write",
         Mode::Send => "Send",
@@ -313,7 +301,7 @@ fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
     if opts.recovery.is_some() || opts.impair.is_some() {
         println!(
             " Recovery: {:?}   Impairment: {}",
-            opts.recovery.unwrap_or_default(),
+            recovery,
             opts.impair
                 .map(|i| i.to_string())
                 .unwrap_or_else(|| "none".into())
@@ -347,23 +335,25 @@ pub enum SizeResult {
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
-    let recovery = opts.recovery.unwrap_or_default();
+    // No --recovery: the server chooses (selective repeat between two rdmesh ends).
+    let asked = opts.recovery.map_or(RECOVERY_NEGOTIATE, recovery_code);
     ch.send_hello(&Hello {
         mode: opts.mode.code(),
         lat: opts.lat,
         verify: opts.verify,
         max_size,
         slots,
-        recovery: recovery_code(recovery),
+        recovery: asked,
     })?;
     let ep = Endpoint::open(choice, (max_size * u64::from(slots)) as usize)?;
-    ep.qp.set_recovery(recovery)?;
     ch.send_qp_info(&ep.info())?;
     let peer = ch.recv_qp_info()?;
+    let recovery = negotiate(peer.recovery, opts.recovery)?;
+    ep.qp.set_recovery(recovery)?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;
-    header_line(opts, &ep, &peer, mtu.bytes());
+    header_line(opts, &ep, &peer, mtu.bytes(), recovery);
     println!(
         "{}",
         if opts.lat {
@@ -451,18 +441,7 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
                 hello.slots, hello.max_size
             ))
         })?;
-    let recovery = recovery_from_code(hello.recovery).ok_or_else(|| {
-        Error::Bench(format!(
-            "client asked for unknown recovery mode {}",
-            hello.recovery
-        ))
-    })?;
-    if opts.recovery.is_some_and(|r| r != recovery) {
-        return Err(Error::Bench(format!(
-            "client uses {recovery:?} loss recovery but this server was started with {:?}; give both the same --recovery",
-            opts.recovery.unwrap_or_default()
-        )));
-    }
+    let recovery = negotiate(hello.recovery, opts.recovery)?;
     let ep = Endpoint::open(choice, buf_len as usize)?;
     ep.qp.set_recovery(recovery)?;
     if mode == Mode::Read && hello.verify {
@@ -473,7 +452,10 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
         });
     }
     let peer = ch.recv_qp_info()?;
-    ch.send_qp_info(&ep.info())?;
+    ch.send_qp_info(&QpInfo {
+        recovery: recovery_code(recovery),
+        ..ep.info()
+    })?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;
