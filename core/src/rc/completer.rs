@@ -27,7 +27,7 @@
 use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
-use super::recovery::{DUP_THRESH, RTO_LOW_PACKETS, SR_WINDOW};
+use super::recovery::{DUP_THRESH, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
@@ -68,6 +68,7 @@ impl<const SQ: usize> Requester<SQ> {
     ) -> Result<(), Fatal> {
         let psn = hdr.bth.psn;
         let opcode = hdr.bth.opcode;
+        self.now = now;
         if !self.in_flight(psn) {
             ctr.ghost_responses += 1;
             return Ok(());
@@ -235,6 +236,9 @@ impl<const SQ: usize> Requester<SQ> {
             }
         }
         let few = self.psn_hi.distance_from(c) <= RTO_LOW_PACKETS;
+        let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
+            srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
+        });
         let mut first = true;
         let mut marks: heapless::Vec<Psn, { SR_WINDOW as usize }> = heapless::Vec::new();
         for e in self.sq.iter() {
@@ -269,10 +273,16 @@ impl<const SQ: usize> Requester<SQ> {
                     continue;
                 }
                 let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
+                let slot = (q.value() % SR_WINDOW) as usize;
                 let lost = if timeout {
                     first || few
                 } else if self.resent.contains(q) {
-                    beyond(self.retx_mark[(q.value() % SR_WINDOW) as usize])
+                    // Lost again: DUP_THRESH beyond what was new at the resend, or (RACK-like,
+                    // RFC 8985) not answered one RTO_low after the resend while later packets
+                    // keep arriving.
+                    beyond(self.retx_mark[slot])
+                        || (hi.after(q)
+                            && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns)
                 } else {
                     beyond(q)
                 };
@@ -728,6 +738,7 @@ impl<const SQ: usize> Requester<SQ> {
     ) -> Result<(), Fatal> {
         // RNR wait over: the cursor already points at the NAKed PSN; sending resumes. The
         // retransmit timer runs again (an ACK during the wait may have left nothing to send).
+        self.now = now;
         if self.rnr_timer.expire(now) && self.outstanding() {
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm_if_idle(now.add_nanos(t));

@@ -205,6 +205,8 @@ pub(crate) struct Requester<const SQ: usize> {
     /// Selective repeat: retransmit timeouts since the last progress (the timeout doubles
     /// with each, up to the IBTA Local ACK Timeout).
     pub(crate) backoff: u32,
+    /// The latest instant a response or timeout was handled at.
+    pub(crate) now: Instant,
 }
 
 impl<const SQ: usize> Requester<SQ> {
@@ -247,6 +249,7 @@ impl<const SQ: usize> Requester<SQ> {
             srtt_ns: None,
             rttvar_ns: 0,
             backoff: 0,
+            now: Instant(0),
         };
         r.configure(rts);
         r
