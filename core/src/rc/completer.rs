@@ -67,12 +67,39 @@ impl<const SQ: usize> Requester<SQ> {
         ctr: &mut RcCounters,
     ) -> Result<(), Fatal> {
         let psn = hdr.bth.psn;
-        let opcode = hdr.bth.opcode;
         self.now = now;
         if !self.in_flight(psn) {
             ctr.ghost_responses += 1;
             return Ok(());
         }
+        if self.selective() {
+            let r = self.handle_response_inner(now, hdr, payload, mem, ctr);
+            if r.is_ok() && self.outstanding() && self.undelivered() <= RTO_LOW_PACKETS {
+                // Few packets left in flight: too few follow a loss to reveal it, so the
+                // timer runs with RTO_low from the latest arrival (IRN).
+                if let Some(t) = self.rto_ns().map(|t| now.add_nanos(t)) {
+                    if self.retrans_timer.deadline().is_none_or(|d| d > t)
+                        && !self.rnr_timer.is_armed()
+                    {
+                        self.retrans_timer.arm(t);
+                    }
+                }
+            }
+            return r;
+        }
+        self.handle_response_inner(now, hdr, payload, mem, ctr)
+    }
+
+    fn handle_response_inner<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Result<(), Fatal> {
+        let psn = hdr.bth.psn;
+        let opcode = hdr.bth.opcode;
         if opcode.is_read_response() {
             return self.on_read_response(now, psn, opcode, payload, mem, ctr);
         }

@@ -301,13 +301,23 @@ impl<const SQ: usize> Requester<SQ> {
         let Some(srtt) = self.srtt_ns.filter(|_| self.selective()) else {
             return Some(ibta);
         };
-        let floor = if self.psn_hi.distance_from(self.comp_psn) <= RTO_LOW_PACKETS {
+        let floor = if self.undelivered() <= RTO_LOW_PACKETS {
             RTO_LOW_MIN_NS
         } else {
             RTO_HIGH_MIN_NS
         };
         let rto = srtt.saturating_add(4 * self.rttvar_ns).max(floor);
         Some(rto.saturating_mul(1 << self.backoff.min(20)).min(ibta))
+    }
+
+    /// PSNs sent and not known to be delivered: outstanding, less those the responder holds
+    /// (SACK) and READ responses already placed — the packets "in flight" of IRN's RTO_low
+    /// rule.
+    pub(crate) fn undelivered(&self) -> u32 {
+        let known = (self.sacked.bits() | self.got.bits()).count_ones();
+        self.psn_hi
+            .distance_from(self.comp_psn)
+            .saturating_sub(known)
     }
 
     /// Feeds one round-trip sample (RFC 6298 §2: α = 1/8, β = 1/4).
@@ -537,6 +547,7 @@ impl<const SQ: usize> Requester<SQ> {
                 self.resend.remove(q);
                 self.resent.insert(q);
                 self.retx_mark[(q.value() % SR_WINDOW) as usize] = self.psn_hi;
+                self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
             }
         } else {
             self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
