@@ -240,6 +240,7 @@ impl<const SQ: usize> Requester<SQ> {
         self.resent.advance(c);
         self.sacked.advance(c);
         self.got.advance(c);
+        self.timer_marked.advance(c);
     }
 
     /// Selective repeat: marks for resending the PSNs that count as lost. A PSN is delivered
@@ -250,7 +251,7 @@ impl<const SQ: usize> Requester<SQ> {
     /// resent. With `timeout`, the oldest undelivered PSN, and
     /// with few in flight every undelivered PSN count as lost (the SACK that answers the resend
     /// reveals the rest).
-    fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool, ctr: &mut RcCounters) {
+    fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool) {
         self.advance_scoreboard();
         let c = self.comp_psn;
         let mut hi = self.ack_hi.sub(1);
@@ -320,8 +321,8 @@ impl<const SQ: usize> Requester<SQ> {
             }
         }
         for q in marks {
-            if !timeout {
-                ctr.fast_retransmits += 1;
+            if timeout {
+                self.timer_marked.insert(q);
             }
             self.resend.insert(q);
         }
@@ -357,11 +358,10 @@ impl<const SQ: usize> Requester<SQ> {
                 q = q.add(1);
             }
             if h.contains(q) && !self.resent.contains(q) && !self.resend.contains(q) {
-                ctr.fast_retransmits += 1;
                 self.resend.insert(q);
             }
         }
-        self.detect_losses(None, false, ctr);
+        self.detect_losses(None, false);
         Ok(())
     }
 
@@ -388,10 +388,9 @@ impl<const SQ: usize> Requester<SQ> {
         }
         if self.selective() {
             if block.is_some() {
-                self.detect_losses(None, false, ctr);
+                self.detect_losses(None, false);
             } else if !self.resent.contains(psn) && !self.resend.contains(psn) {
                 // A NAK without SACK: the responder lacks `psn`.
-                ctr.fast_retransmits += 1;
                 self.resend.insert(psn);
             }
             return Ok(());
@@ -535,7 +534,7 @@ impl<const SQ: usize> Requester<SQ> {
             if head.is_atomic() && psn.after(head.last_psn()) {
                 // The responder is past the head atomic: its ATOMIC ACKNOWLEDGE was lost.
                 ctr.implied_naks += 1;
-                self.detect_losses(Some(psn), false, ctr);
+                self.detect_losses(Some(psn), false);
                 if progressed {
                     self.on_progress(now);
                 }
@@ -598,7 +597,7 @@ impl<const SQ: usize> Requester<SQ> {
             self.on_progress(now);
         }
         if !expected || self.got.highest().is_some() {
-            self.detect_losses(Some(psn), false, ctr);
+            self.detect_losses(Some(psn), false);
         }
         Ok(())
     }
@@ -647,7 +646,7 @@ impl<const SQ: usize> Requester<SQ> {
             }
             if implied {
                 ctr.implied_naks += 1;
-                self.detect_losses(Some(psn), false, ctr);
+                self.detect_losses(Some(psn), false);
             }
         } else if head_is_it {
             let Some(head) = self.sq.front() else {
@@ -808,7 +807,7 @@ impl<const SQ: usize> Requester<SQ> {
         // What the responder held may have moved on (executed, or its reply lost): after a
         // timeout only fresh SACKs count (RFC 6675 §5.1: SACK information is advisory).
         self.sacked.clear();
-        self.detect_losses(None, true, ctr);
+        self.detect_losses(None, true);
         Ok(())
     }
 }

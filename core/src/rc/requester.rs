@@ -193,6 +193,9 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) sacked: PsnBits,
     /// Selective repeat: READ response PSNs received and placed.
     pub(crate) got: PsnBits,
+    /// Selective repeat: PSNs marked for resending by a timeout (the others are fast
+    /// retransmits).
+    pub(crate) timer_marked: PsnBits,
     /// Selective repeat: for each resent PSN (by `psn % SR_WINDOW`), `psn_hi` when it was
     /// resent: it counts as lost again once the peer holds a PSN that far beyond.
     pub(crate) retx_mark: [Psn; SR_WINDOW as usize],
@@ -244,6 +247,7 @@ impl<const SQ: usize> Requester<SQ> {
             recv_seq_next: 0,
             sacked: PsnBits::default(),
             got: PsnBits::default(),
+            timer_marked: PsnBits::default(),
             retx_mark: [Psn::new(0); SR_WINDOW as usize],
             sent_at: [Instant(0); SR_WINDOW as usize],
             srtt_ns: None,
@@ -419,7 +423,7 @@ impl<const SQ: usize> Requester<SQ> {
         let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
             return false;
         };
-        if self.psn.distance_from(self.comp_psn) >= self.max_inflight {
+        if !self.window_allows(entry) {
             return false;
         }
         if entry.is_rd_atomic() {
@@ -427,6 +431,21 @@ impl<const SQ: usize> Requester<SQ> {
             if self.rd_atomic_before(self.cur_idx) >= max_rd {
                 return false;
             }
+        }
+        true
+    }
+
+    /// `true` when the next new packet (of `entry`, at the cursor) fits the window: fewer than
+    /// `max_inflight` PSNs outstanding; in selective repeat a READ's whole reservation must
+    /// fit (its responses are placed through a `SR_WINDOW`-PSN scoreboard), unless nothing is
+    /// outstanding.
+    fn window_allows(&self, entry: &SqEntry) -> bool {
+        let out = self.psn.distance_from(self.comp_psn);
+        if out >= self.max_inflight {
+            return false;
+        }
+        if self.selective() && entry.is_read() && out > 0 {
+            return out + (entry.npkts - self.cur_pkt) <= self.max_inflight;
         }
         true
     }
@@ -485,7 +504,7 @@ impl<const SQ: usize> Requester<SQ> {
             Some(at) => at,
             None => {
                 if deque_get(&self.sq, self.cur_idx).is_none()
-                    || self.psn.distance_from(self.comp_psn) >= self.max_inflight
+                    || !deque_get(&self.sq, self.cur_idx).is_some_and(|e| self.window_allows(e))
                 {
                     // Only stale resend bits were pending.
                     return Ok(None);
@@ -539,12 +558,16 @@ impl<const SQ: usize> Requester<SQ> {
             ctr.retransmitted_packets += 1;
         }
         self.sent_at[(psn.value() % SR_WINDOW) as usize] = now;
+        if resend.is_some() && !self.timer_marked.contains(psn) {
+            ctr.fast_retransmits += 1;
+        }
         if resend.is_some() {
             self.resend.advance(self.comp_psn);
             self.resent.advance(self.comp_psn);
             for i in 0..run.unwrap_or(1) {
                 let q = psn.add(i);
                 self.resend.remove(q);
+                self.timer_marked.remove(q);
                 self.resent.insert(q);
                 self.retx_mark[(q.value() % SR_WINDOW) as usize] = self.psn_hi;
                 self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
