@@ -305,11 +305,14 @@ impl<const SQ: usize> Requester<SQ> {
                 let lost = if timeout {
                     first || few
                 } else if self.resent.contains(q) {
-                    // Lost again: DUP_THRESH beyond what was new at the resend, or (RACK-like,
-                    // RFC 8985) not answered one RTO_low after the resend while later packets
-                    // keep arriving.
+                    // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
+                    // whose window is often stuck with nothing new to send — (RACK-like, RFC
+                    // 8985) not answered one RTO_low after the re-READ while later responses
+                    // keep arriving. (Not for SEND/WRITE: a packet the responder could not
+                    // place for want of a receive WQE would be resent over and over.)
                     beyond(self.retx_mark[slot])
-                        || (hi.after(q)
+                        || (e.is_read()
+                            && hi.after(q)
                             && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns)
                 } else {
                     beyond(q)

@@ -1143,7 +1143,8 @@ impl<const RQ: usize> Responder<RQ> {
             }
             Response::Read { slot } => {
                 let r = self.resources[slot];
-                let Some(n) = self.emit_read_response(&r, r.next, r.start, r.npkts, path, mem, buf, ctr)?
+                let Some(n) =
+                    self.emit_read_response(&r, r.next, r.start, r.npkts, path, mem, buf, ctr)?
                 else {
                     return Ok(None);
                 };

@@ -62,8 +62,8 @@ impl<'a> IbPacket<'a> {
         let (payload, pad) = body.split_at(body.len() - pad_cnt);
         // The one exception: an ACKNOWLEDGE may carry an rdmesh SACK block (selective repeat
         // between two rdmesh QPs that negotiated it; `super::sack`).
-        let sack_block =
-            transport.bth.opcode == Opcode::RcAcknowledge && payload.len() == super::sack::HEADER_LEN;
+        let sack_block = transport.bth.opcode == Opcode::RcAcknowledge
+            && payload.len() == super::sack::HEADER_LEN;
         if !carries_payload && !payload.is_empty() && !sack_block {
             return Err(Error::BadLength);
         }

@@ -81,9 +81,8 @@ pub fn negotiate(asked: u8, own: Option<Recovery>) -> Result<Recovery> {
     if asked == RECOVERY_NEGOTIATE {
         return Ok(own.unwrap_or(NEGOTIATED_RECOVERY));
     }
-    let want = recovery_from_code(asked).ok_or_else(|| {
-        Error::Bench(format!("client asked for unknown recovery mode {asked}"))
-    })?;
+    let want = recovery_from_code(asked)
+        .ok_or_else(|| Error::Bench(format!("client asked for unknown recovery mode {asked}")))?;
     match own {
         Some(r) if r != want => Err(Error::Bench(format!(
             "client uses {want:?} loss recovery but this server was started with {r:?}; give both the same --recovery (or neither)"
@@ -357,10 +356,19 @@ mod test {
     #[test]
     fn recovery_negotiation() {
         use Recovery::{GoBackN, Selective};
-        assert_eq!(negotiate(RECOVERY_NEGOTIATE, None).unwrap(), NEGOTIATED_RECOVERY);
-        assert_eq!(negotiate(RECOVERY_NEGOTIATE, Some(GoBackN)).unwrap(), GoBackN);
+        assert_eq!(
+            negotiate(RECOVERY_NEGOTIATE, None).unwrap(),
+            NEGOTIATED_RECOVERY
+        );
+        assert_eq!(
+            negotiate(RECOVERY_NEGOTIATE, Some(GoBackN)).unwrap(),
+            GoBackN
+        );
         assert_eq!(negotiate(RECOVERY_GO_BACK_N, None).unwrap(), GoBackN);
-        assert_eq!(negotiate(RECOVERY_SELECTIVE, Some(Selective)).unwrap(), Selective);
+        assert_eq!(
+            negotiate(RECOVERY_SELECTIVE, Some(Selective)).unwrap(),
+            Selective
+        );
         let e = negotiate(RECOVERY_SELECTIVE, Some(GoBackN))
             .unwrap_err()
             .to_string();

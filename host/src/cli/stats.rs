@@ -123,8 +123,7 @@ pub fn table(snaps: &[Value]) -> String {
                 ("ooo_placed", "out_of_order_placed"),
                 ("dup_dropped", "duplicates_dropped"),
             ];
-            if q["recovery"].as_str() == Some("selective") || sr.iter().any(|(_, k)| n(qc, k) > 0)
-            {
+            if q["recovery"].as_str() == Some("selective") || sr.iter().any(|(_, k)| n(qc, k) > 0) {
                 let vals: Vec<String> = sr
                     .iter()
                     .map(|(name, k)| format!("{name}={}", n(qc, k)))

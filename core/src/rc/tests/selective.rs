@@ -182,8 +182,7 @@ fn tail_losses_recover_after_timeouts() {
     // Go-back-N resends all 10 after one timeout; selective repeat resends the oldest
     // unacknowledged packet (a duplicate that fetches the ACK point), and after a second
     // timeout — now with only 3 PSNs in flight (RTO_low) — the 3 lost ones.
-    for (recovery, resent, timeouts) in [(Recovery::GoBackN, 10, 1), (Recovery::Selective, 4, 2)]
-    {
+    for (recovery, resent, timeouts) in [(Recovery::GoBackN, 10, 1), (Recovery::Selective, 4, 2)] {
         let mut p = pair(recovery, 2560);
         write(&mut p, 1, 0, 2560);
         let t0 = p.now;
