@@ -78,7 +78,7 @@ impl<const SQ: usize> Requester<SQ> {
                 // Few packets left in flight: too few follow a loss to reveal it, so the
                 // timer runs with RTO_low from the latest arrival (IRN).
                 if let Some(t) = self.rto_ns().map(|t| now.add_nanos(t)) {
-                    if self.retrans_timer.deadline().is_none_or(|d| d > t)
+                    if self.retrans_timer.deadline().map_or(true, |d| d > t)
                         && !self.rnr_timer.is_armed()
                     {
                         self.retrans_timer.arm(t);

@@ -531,7 +531,7 @@ impl<const SQ: usize> Requester<SQ> {
         let (mut hdr, payload_off, payload_len, consumed, ack_req) =
             self.build(entry, k, psn, path, resend.is_some(), run);
         // Selective repeat: SEND packets start with the placement header.
-        let prefix = (self.selective() && hdr.bth.opcode.is_send()).then(|| PlacementRepr {
+        let prefix = (self.selective() && hdr.bth.opcode.is_send()).then_some(PlacementRepr {
             recv_seq: entry.recv_seq,
             offset: payload_off as u32,
         });
