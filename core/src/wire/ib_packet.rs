@@ -37,6 +37,16 @@ pub struct IbPacket<'a> {
     pub icrc_covered: &'a [u8],
 }
 
+/// `true` when an `opcode` packet may carry `len` payload bytes: any length for the opcodes with
+/// a payload (IBTA Table 38), none for the others — except an ACKNOWLEDGE carrying exactly the
+/// 20 bytes of an rdmesh SACK block ([`super::sack`]; selective repeat between two rdmesh QPs
+/// that negotiated it).
+pub(crate) fn payload_allowed(opcode: Opcode, len: usize) -> bool {
+    len == 0
+        || opcode.header_set().is_some_and(|h| h.payload)
+        || (opcode == Opcode::RcAcknowledge && len == super::sack::HEADER_LEN)
+}
+
 impl<'a> IbPacket<'a> {
     /// Splits a UDP payload. The ICRC is *not* verified here (it needs the IP/UDP headers).
     ///
@@ -58,13 +68,8 @@ impl<'a> IbPacket<'a> {
         if pad_cnt > body.len() || body.len() % 4 != 0 {
             return Err(Error::BadLength);
         }
-        let carries_payload = transport.bth.opcode.header_set().is_some_and(|h| h.payload);
         let (payload, pad) = body.split_at(body.len() - pad_cnt);
-        // The one exception: an ACKNOWLEDGE may carry an rdmesh SACK block (selective repeat
-        // between two rdmesh QPs that negotiated it; `super::sack`).
-        let sack_block = transport.bth.opcode == Opcode::RcAcknowledge
-            && payload.len() == super::sack::HEADER_LEN;
-        if !carries_payload && !payload.is_empty() && !sack_block {
+        if !payload_allowed(transport.bth.opcode, payload.len()) {
             return Err(Error::BadLength);
         }
         let t = &udp_payload[icrc_at..];
@@ -91,15 +96,15 @@ impl<'a> IbPacket<'a> {
     ///
     /// # Errors
     /// The errors of [`TransportRepr::emit`]; [`Error::BadLength`] when the opcode carries no
-    /// payload but `payload` is not empty; [`Error::Truncated`] when `buf` is shorter than
+    /// payload but `payload` is not empty (an rdmesh SACK block on an ACKNOWLEDGE excepted);
+    /// [`Error::Truncated`] when `buf` is shorter than
     /// headers + payload + pad.
     pub fn emit(transport: &TransportRepr, payload: &[u8], buf: &mut [u8]) -> Result<usize> {
         let pad = pad_len(payload.len());
         let mut t = *transport;
         t.bth.pad_cnt = pad as u8;
         t.check()?;
-        let carries_payload = t.bth.opcode.header_set().is_some_and(|h| h.payload);
-        if !carries_payload && !payload.is_empty() {
+        if !payload_allowed(t.bth.opcode, payload.len()) {
             return Err(Error::BadLength);
         }
         let hl = t.header_len();
@@ -196,6 +201,9 @@ mod test {
         sack[..n].copy_from_slice(&buf[..n]);
         let p = IbPacket::parse(&sack[..n + 20 + 4]).unwrap();
         assert_eq!(p.payload.len(), 20);
+        // ... and emitted again.
+        let mut again = [0u8; 64];
+        assert_eq!(IbPacket::emit(&t, p.payload, &mut again), Ok(n + 20));
         assert_eq!(IbPacket::parse(&sack[..n + 24 + 4]), Err(Error::BadLength));
     }
 }
