@@ -158,7 +158,8 @@ fn run(data: &[u8]) -> Result<()> {
                     Opcode::RcSendOnlyWithImmediate,
                 ])?;
                 let ahead: u8 = u.arbitrary()?;
-                let mut hdr = TransportRepr::new(bth(opcode, qp.rq_psn().add(ahead as u32), u.arbitrary()?));
+                let mut hdr =
+                    TransportRepr::new(bth(opcode, qp.rq_psn().add(ahead as u32), u.arbitrary()?));
                 if opcode.header_set().is_some_and(|h| h.immdt) {
                     hdr.imm = Some(u.arbitrary()?);
                 }
@@ -168,7 +169,9 @@ fn run(data: &[u8]) -> Result<()> {
                 };
                 let len = u.int_in_range(0..=mtu.bytes() as usize + 8)?;
                 let n = placement::HEADER_LEN + len;
-                pl.emit(&mut placement::Packet::new_unchecked(&mut pkt[..placement::HEADER_LEN]));
+                pl.emit(&mut placement::Packet::new_unchecked(
+                    &mut pkt[..placement::HEADER_LEN],
+                ));
                 u.fill_buffer(&mut pkt[placement::HEADER_LEN..n])?;
                 qp.handle_packet(now, &hdr, &pkt[..n], &mut mem);
             }
@@ -207,14 +210,24 @@ fn run(data: &[u8]) -> Result<()> {
                     msn: 0,
                 });
                 let block = SackRepr {
-                    base: if u.ratio(7, 8)? { psn } else { Psn::new(u.arbitrary()?) },
+                    base: if u.ratio(7, 8)? {
+                        psn
+                    } else {
+                        Psn::new(u.arbitrary()?)
+                    },
                     held: u.arbitrary()?,
                 };
-                block.emit(&mut sack::Packet::new_unchecked(&mut pkt[..sack::HEADER_LEN]));
+                block.emit(&mut sack::Packet::new_unchecked(
+                    &mut pkt[..sack::HEADER_LEN],
+                ));
                 if u.ratio(1, 8)? {
                     pkt[0] = u.arbitrary()?;
                 }
-                let len = if u.ratio(7, 8)? { sack::HEADER_LEN } else { u.int_in_range(0..=24)? };
+                let len = if u.ratio(7, 8)? {
+                    sack::HEADER_LEN
+                } else {
+                    u.int_in_range(0..=24)?
+                };
                 if len > sack::HEADER_LEN {
                     u.fill_buffer(&mut pkt[sack::HEADER_LEN..len])?;
                 }
