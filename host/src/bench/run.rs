@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use crate::bench::endpoint::{
     common_mtu, DeviceChoice, Endpoint, RX_DEPTH, SPIN_BEFORE_YIELD, TX_DEPTH,
 };
-use crate::bench::oob::{Channel, Hello, QpInfo, Report, Start};
+use crate::bench::oob::{
+    negotiate, recovery_code, Channel, Hello, QpInfo, Report, Start, RECOVERY_NEGOTIATE,
+};
 use crate::bench::pattern;
 use crate::bench::stats::{self, BwResult, LatResult};
 use crate::capture::Capture;
@@ -100,8 +102,6 @@ pub struct BenchOptions {
     /// Bandwidth tests: print a [`crate::bench::trace`] line this often while the client sends.
     pub report_interval: Option<Duration>,
 }
-
-use super::oob::{negotiate, recovery_code, RECOVERY_NEGOTIATE};
 
 /// Bytes of buffer the client asks for per side.
 const BUFFER_BUDGET: u64 = 256 << 20;
@@ -335,7 +335,7 @@ pub enum SizeResult {
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
-    // No --recovery: the server chooses (selective repeat between two rdmesh ends).
+    // No --recovery: the server chooses (its own --recovery, else oob::NEGOTIATED_RECOVERY).
     let asked = opts.recovery.map_or(RECOVERY_NEGOTIATE, recovery_code);
     ch.send_hello(&Hello {
         mode: opts.mode.code(),
