@@ -17,7 +17,7 @@ use rdmesh_core::rc::{
     AccessKind, Instant, MemError, MemoryAccess, Mtu, RcQp, Recovery, RecvWqe, RtrConfig,
     RtsConfig, SendOpcode, SendWqe, Sge,
 };
-use rdmesh_core::wire::{Psn, TransportRepr};
+use rdmesh_core::wire::{placement, sack, Opcode, Psn, SackRepr, TransportRepr};
 
 const KEY: u32 = 7;
 const BASE: u64 = 0x1000;
@@ -86,10 +86,25 @@ fn sges(u: &mut Unstructured, atomic: bool) -> Result<heapless::Vec<Sge, 16>> {
     Ok(v)
 }
 
-fn check_packet(pkt: &[u8], mtu: Mtu) {
+/// Payload at most PMTU — plus, in selective repeat, a SEND packet's 8-byte placement header —
+/// and an ACKNOWLEDGE's payload empty or (selective repeat) a SACK block that parses with the
+/// ACK's PSN as base.
+fn check_packet(pkt: &[u8], mtu: Mtu, recovery: Recovery) {
     let (hdr, hl) = TransportRepr::parse(pkt).expect("emitted packet parses");
     assert!((pkt.len() - hl) & 3 == 0 && hdr.bth.pad_cnt as usize <= pkt.len() - hl);
-    assert!(pkt.len() - hl - hdr.bth.pad_cnt as usize <= mtu.bytes() as usize);
+    let payload = &pkt[hl..pkt.len() - hdr.bth.pad_cnt as usize];
+    let selective = recovery == Recovery::Selective;
+    let extra = if selective && hdr.bth.opcode.is_send() {
+        placement::HEADER_LEN
+    } else {
+        0
+    };
+    assert!(payload.len() <= mtu.bytes() as usize + extra);
+    if hdr.bth.opcode == Opcode::RcAcknowledge && !payload.is_empty() {
+        assert!(selective);
+        let b = SackRepr::parse(&sack::Packet::new_unchecked(payload)).expect("SACK parses");
+        assert_eq!(b.base, hdr.bth.psn);
+    }
 }
 
 fn run(data: &[u8]) -> Result<()> {
@@ -154,11 +169,11 @@ fn run(data: &[u8]) -> Result<()> {
                     let Some(n) = side.qp.poll_transmit(now, &mut side.mem, &mut buf) else {
                         break;
                     };
-                    check_packet(&buf[..n], mtu);
+                    check_packet(&buf[..n], mtu, recovery);
                     links[s].push_back(buf[..n].to_vec());
                 }
                 if let Some(n) = side.qp.poll_cnp(&mut buf) {
-                    check_packet(&buf[..n], mtu);
+                    check_packet(&buf[..n], mtu, recovery);
                     links[s].push_back(buf[..n].to_vec());
                 }
             }

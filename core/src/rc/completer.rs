@@ -19,17 +19,19 @@
 //!   `RemInvReqErr` / `RemAccessErr` / `RemOpErr`; the QP goes to Error.
 //! - Retransmit timer: 4.096 µs · 2^timeout after the last progress while PSNs are outstanding;
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
-//! - Selective repeat (`recovery.rs`): NAKs, implied NAKs, RNR NAKs and timeouts mark PSNs to
-//!   resend instead of rewinding the cursor.
+//! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
+//!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
+//!   beyond it (fast retransmit), RNR NAKs and timeouts mark PSNs to resend instead of
+//!   rewinding the cursor; the timer follows the round-trip time (see `Requester::rto_ns`).
 
 use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
-use super::recovery::SR_WINDOW;
+use super::recovery::{DUP_THRESH, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
-use crate::wire::{NakCode, Opcode, Psn, Syndrome, TransportRepr};
+use crate::wire::{sack, NakCode, Opcode, Psn, SackRepr, Syndrome, TransportRepr};
 
 /// Outcome of acknowledging every PSN before some point.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,11 +67,39 @@ impl<const SQ: usize> Requester<SQ> {
         ctr: &mut RcCounters,
     ) -> Result<(), Fatal> {
         let psn = hdr.bth.psn;
-        let opcode = hdr.bth.opcode;
+        self.now = now;
         if !self.in_flight(psn) {
             ctr.ghost_responses += 1;
             return Ok(());
         }
+        if self.selective() {
+            let r = self.handle_response_inner(now, hdr, payload, mem, ctr);
+            if r.is_ok() && self.outstanding() && self.undelivered() <= RTO_LOW_PACKETS {
+                // Few packets left in flight: too few follow a loss to reveal it, so the
+                // timer runs with RTO_low from the latest arrival (IRN).
+                if let Some(t) = self.rto_ns().map(|t| now.add_nanos(t)) {
+                    if self.retrans_timer.deadline().map_or(true, |d| d > t)
+                        && !self.rnr_timer.is_armed()
+                    {
+                        self.retrans_timer.arm(t);
+                    }
+                }
+            }
+            return r;
+        }
+        self.handle_response_inner(now, hdr, payload, mem, ctr)
+    }
+
+    fn handle_response_inner<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Result<(), Fatal> {
+        let psn = hdr.bth.psn;
+        let opcode = hdr.bth.opcode;
         if opcode.is_read_response() {
             return self.on_read_response(now, psn, opcode, payload, mem, ctr);
         }
@@ -91,6 +121,12 @@ impl<const SQ: usize> Requester<SQ> {
         match aeth.syndrome {
             Syndrome::Ack { .. } => {
                 ctr.acks_received += 1;
+                if self.selective() && self.resent.bits() == 0 {
+                    // Karn: only while nothing is resent (an ACK that a resend triggered, or
+                    // that retires packets held behind a hole, would time the recovery).
+                    let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
+                    self.rtt_sample(now.0.saturating_sub(sent.0));
+                }
                 self.on_ack(now, psn, ctr)
             }
             Syndrome::RnrNak { timer } => {
@@ -99,7 +135,14 @@ impl<const SQ: usize> Requester<SQ> {
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
                 ctr.naks_received.psn_sequence += 1;
-                self.on_sequence_nak(now, psn, ctr)
+                let block = sack::Packet::new_checked(payload)
+                    .and_then(|p| SackRepr::parse(&p))
+                    .ok()
+                    .filter(|b| self.selective() && b.base == psn);
+                if block.is_some() {
+                    ctr.sacks_received += 1;
+                }
+                self.on_sequence_nak(now, psn, block, ctr)
             }
             Syndrome::Nak(code) => {
                 let status = match code {
@@ -167,90 +210,124 @@ impl<const SQ: usize> Requester<SQ> {
     /// Bookkeeping after `comp_psn` moved: retry counters, retransmit timer, cursor; in
     /// selective repeat after a timeout, the resend of the new ACK point.
     fn on_progress(&mut self, now: Instant) {
+        if self.selective() {
+            self.complete_ready_heads();
+        }
         // Keep `ack_hi` at or after `comp_psn`, so that it never looks ahead after a wrap.
         if self.comp_psn.after(self.ack_hi) {
             self.ack_hi = self.comp_psn;
         }
         self.reset_retry_counters();
+        self.backoff = 0;
         if !self.outstanding() {
             self.retrans_timer.stop();
-        } else if let Some(t) = ack_timeout_ns(self.rts.timeout) {
+        } else if let Some(t) = self.rto_ns() {
             if !self.rnr_timer.is_armed() {
                 self.retrans_timer.arm(now.add_nanos(t));
             }
         }
         if self.selective() {
-            self.resend.advance(self.comp_psn);
-            self.resent.advance(self.comp_psn);
-            if let Some(rp) = self.recover {
-                if self.comp_psn.before(rp) {
-                    self.partial_ack();
-                } else {
-                    self.recover = None;
-                }
-            }
+            self.advance_scoreboard();
         } else {
             self.sync_cursor();
         }
     }
 
-    /// Selective repeat, recovering after a timeout: the ACK point moved but not past what was
-    /// sent before the timeout, so the packet at the new ACK point is presumed lost too —
-    /// resend it (unless already resent, or it is inside a READ whose responses are flowing).
-    fn partial_ack(&mut self) {
+    /// Selective repeat: moves every scoreboard bitmap's window to `comp_psn`.
+    fn advance_scoreboard(&mut self) {
         let c = self.comp_psn;
         self.resend.advance(c);
         self.resent.advance(c);
-        let Some(e) = self.sq.iter().find(|e| e.contains(c)) else {
-            return;
-        };
-        if e.is_read() && e.read_done > 0 {
-            return;
-        }
-        if !self.resent.contains(c) {
-            self.resend.insert(c);
-        }
+        self.sacked.advance(c);
+        self.got.advance(c);
+        self.timer_marked.advance(c);
     }
 
-    /// Selective repeat: marks for resending `p` and every packet sent after it that the
-    /// responder cannot have kept (all but self-placing WRITE_ONLY packets), skipping those
-    /// resent since the last timeout. READs and atomics are marked by their request PSN.
-    fn mark_from(&mut self, p: Psn) {
-        self.resend.advance(self.comp_psn);
-        self.resent.advance(self.comp_psn);
-        let hi = self.psn_hi;
+    /// Selective repeat: marks for resending the PSNs that count as lost. A PSN is delivered
+    /// when the responder holds it (SACK), an ACK covered it (SEND/WRITE), or — READ — its
+    /// response arrived. An undelivered PSN is lost once something at least [`DUP_THRESH`]
+    /// PSNs beyond it arrived (the highest SACKed PSN, READ response, or acknowledged PSN, or
+    /// `hint`); a PSN already resent only once that far beyond what was new when it was
+    /// resent. With `timeout`, the oldest undelivered PSN, and
+    /// with few in flight every undelivered PSN count as lost (the SACK that answers the resend
+    /// reveals the rest).
+    fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool) {
+        self.advance_scoreboard();
+        let c = self.comp_psn;
+        let mut hi = self.ack_hi.sub(1);
+        for h in [self.sacked.highest(), self.got.highest(), hint]
+            .into_iter()
+            .flatten()
+        {
+            if h.after(hi) {
+                hi = h;
+            }
+        }
+        let few = self.psn_hi.distance_from(c) <= RTO_LOW_PACKETS;
+        let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
+            srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
+        });
+        let mut first = true;
         let mut marks: heapless::Vec<Psn, { SR_WINDOW as usize }> = heapless::Vec::new();
         for e in self.sq.iter() {
-            if !p.before(e.end_psn()) {
-                continue;
-            }
-            if !e.first_psn.before(hi) {
+            if !e.first_psn.before(self.psn_hi) {
                 break;
             }
-            if e.is_rd_atomic() {
-                let q = e.request_psn();
-                if !q.before(p) || e.contains(p) {
-                    let _ = marks.push(q);
-                }
-                continue;
-            }
-            for k in 0..e.npkts {
+            let from = if e.is_read() {
+                e.request_psn()
+            } else {
+                e.first_psn
+            };
+            let n = if e.is_atomic() { 1 } else { e.npkts };
+            for k in from.distance_from(e.first_psn)..n {
                 let q = e.first_psn.add(k);
-                if q.before(p) {
+                if q.before(c) {
                     continue;
                 }
-                if !q.before(hi) || marks.is_full() {
+                if !q.before(self.psn_hi) || marks.is_full() {
                     break;
                 }
-                if q == p || !e.split {
+                // A READ/atomic the responder holds (deferred) is SACKed; once it executed
+                // (ePSN past it), only its response counts.
+                let held = self.sacked.contains(q) && !q.before(self.ack_hi);
+                let delivered = if e.is_read() {
+                    self.got.contains(q) || held
+                } else if e.is_atomic() {
+                    held
+                } else {
+                    self.sacked.contains(q) || q.before(self.ack_hi)
+                };
+                if delivered {
+                    continue;
+                }
+                let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
+                let slot = (q.value() % SR_WINDOW) as usize;
+                let lost = if timeout {
+                    first || few
+                } else if self.resent.contains(q) {
+                    // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
+                    // whose window is often stuck with nothing new to send — (RACK-like, RFC
+                    // 8985) not answered one RTO_low after the re-READ while later responses
+                    // keep arriving. (Not for SEND/WRITE: a packet the responder could not
+                    // place for want of a receive WQE would be resent over and over.)
+                    beyond(self.retx_mark[slot])
+                        || (e.is_read()
+                            && hi.after(q)
+                            && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns)
+                } else {
+                    beyond(q)
+                };
+                first = false;
+                if lost && !self.resend.contains(q) {
                     let _ = marks.push(q);
                 }
             }
         }
         for q in marks {
-            if !self.resent.contains(q) {
-                self.resend.insert(q);
+            if timeout {
+                self.timer_marked.insert(q);
             }
+            self.resend.insert(q);
         }
     }
 
@@ -275,14 +352,19 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.selective() {
             return self.retry_on_nak(ctr);
         }
-        self.resend.advance(self.comp_psn);
-        self.resent.advance(self.comp_psn);
-        if let Some(q) = self.sq.front().map(|h| h.request_psn()) {
-            if !self.resent.contains(q) {
-                ctr.retries += 1;
+        // Responses leave the responder in PSN order: what the head still misses was lost
+        // (or overtaken) — resend its first missing PSN now, unless already resent.
+        self.advance_scoreboard();
+        if let Some(h) = self.sq.front() {
+            let mut q = h.request_psn();
+            while h.contains(q) && self.got.contains(q) {
+                q = q.add(1);
+            }
+            if h.contains(q) && !self.resent.contains(q) && !self.resend.contains(q) {
                 self.resend.insert(q);
             }
         }
+        self.detect_losses(None, false);
         Ok(())
     }
 
@@ -290,21 +372,30 @@ impl<const SQ: usize> Requester<SQ> {
         &mut self,
         now: Instant,
         psn: Psn,
+        block: Option<SackRepr>,
         ctr: &mut RcCounters,
     ) -> Result<(), Fatal> {
         let walk = self.ack_before(psn);
         if walk.progressed {
             self.on_progress(now);
         }
+        if self.selective() {
+            self.advance_scoreboard();
+            if let Some(b) = block {
+                self.sacked.insert_bits_at(b.base, b.held);
+            }
+        }
         if self.rnr_timer.is_armed() && psn == self.comp_psn {
             // Follows an RNR NAK for the same PSN: the RNR wait already covers it.
             return Ok(());
         }
         if self.selective() {
-            if !self.resent.contains(psn) {
-                ctr.retries += 1;
+            if block.is_some() {
+                self.detect_losses(None, false);
+            } else if !self.resent.contains(psn) && !self.resend.contains(psn) {
+                // A NAK without SACK: the responder lacks `psn`.
+                self.resend.insert(psn);
             }
-            self.mark_from(psn);
             return Ok(());
         }
         self.retry_on_nak(ctr)
@@ -330,10 +421,11 @@ impl<const SQ: usize> Requester<SQ> {
         }
         ctr.retries += 1;
         if self.selective() {
-            // The responder dropped what followed the NAKed packet, except self-placing
-            // packets: a new resend episode from it.
+            // Resend the NAKed packet after the wait; what the responder could not keep
+            // behind it shows up in its SACKs.
+            self.advance_scoreboard();
             self.resent.clear();
-            self.mark_from(psn);
+            self.resend.insert(psn);
         } else {
             self.rewind();
         }
@@ -359,6 +451,9 @@ impl<const SQ: usize> Requester<SQ> {
         mem: &mut M,
         ctr: &mut RcCounters,
     ) -> Result<(), Fatal> {
+        if self.selective() {
+            return self.on_read_response_selective(now, psn, payload, mem, ctr);
+        }
         // A response implicitly acknowledges every earlier PSN.
         let walk = self.ack_before(psn);
         let mut progressed = walk.progressed;
@@ -424,6 +519,92 @@ impl<const SQ: usize> Requester<SQ> {
         result
     }
 
+    /// Selective repeat: a READ response for any outstanding READ is placed on arrival (the
+    /// PSN gives its offset); the head READs complete as their responses fill in, and holes
+    /// behind it count as lost by the [`DUP_THRESH`] rule.
+    fn on_read_response_selective<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        psn: Psn,
+        payload: &[u8],
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Result<(), Fatal> {
+        let walk = self.ack_before(psn);
+        let mut progressed = walk.progressed;
+        self.advance_scoreboard();
+        if let Some(head) = self.sq.front() {
+            if head.is_atomic() && psn.after(head.last_psn()) {
+                // The responder is past the head atomic: its ATOMIC ACKNOWLEDGE was lost.
+                ctr.implied_naks += 1;
+                self.detect_losses(Some(psn), false);
+                if progressed {
+                    self.on_progress(now);
+                }
+                return Ok(());
+            }
+        }
+        let Some(i) = self.sq.iter().position(|e| e.contains(psn)) else {
+            ctr.ghost_responses += 1;
+            return Ok(());
+        };
+        let Some(e) = super::packet::deque_get(&self.sq, i) else {
+            return Ok(());
+        };
+        if !e.is_read() {
+            ctr.ghost_responses += 1;
+            if progressed {
+                self.on_progress(now);
+            }
+            return Ok(());
+        }
+        let k = psn.distance_from(e.first_psn);
+        let expected = k == e.read_done && i == 0;
+
+        if k < e.read_done || self.got.contains(psn) {
+            ctr.duplicates_dropped += 1;
+            return Ok(());
+        }
+        if !expected && psn.distance_from(self.comp_psn) >= SR_WINDOW {
+            // Beyond the scoreboard (a READ of more than 128 responses): treated as lost.
+            ctr.ghost_responses += 1;
+            return Ok(());
+        }
+        if payload.len() != self.mtu.segment_len(e.len, k) as usize {
+            self.complete_in_error(i, WcStatus::BadRespErr);
+            return Err(Fatal);
+        }
+        let off = k as u64 * self.mtu.bytes() as u64;
+        if scatter(mem, &e.wqe.sg_list, off, payload).is_err() {
+            self.complete_in_error(i, WcStatus::LocProtErr);
+            return Err(Fatal);
+        }
+        if k == 0 && self.resent.bits() == 0 {
+            // The first response of a READ sent once: a round-trip sample (Karn).
+            let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
+            self.rtt_sample(now.0.saturating_sub(sent.0));
+        }
+        if expected {
+            if let Some(h) = self.entry_mut(0) {
+                h.read_done += 1;
+            }
+            self.comp_psn = psn.add(1);
+            progressed = true;
+            self.got.advance(self.comp_psn);
+        } else {
+            self.got.insert(psn);
+            ctr.out_of_order_placed += 1;
+        }
+        progressed |= self.complete_ready_heads();
+        if progressed {
+            self.on_progress(now);
+        }
+        if !expected || self.got.highest().is_some() {
+            self.detect_losses(Some(psn), false);
+        }
+        Ok(())
+    }
+
     /// An ATOMIC ACKNOWLEDGE: completes the head atomic when the PSN is its own (writing the
     /// original value into its local buffer); a later PSN is an implied NAK for an incomplete
     /// READ/atomic at the head.
@@ -442,7 +623,38 @@ impl<const SQ: usize> Requester<SQ> {
             return Ok(());
         };
         let mut result = Ok(());
-        if head.is_atomic() && head.first_psn == psn {
+        let head_is_it = head.is_atomic() && head.first_psn == psn;
+        let implied = head.is_rd_atomic() && psn.after(head.last_psn());
+        if self.selective() && !head_is_it {
+            // Selective repeat: an atomic behind an incomplete READ/atomic keeps its answer
+            // (original value written to its buffer now) and completes once it is the head.
+            let found = self
+                .sq
+                .iter()
+                .position(|e| e.is_atomic() && e.first_psn == psn && !e.atomic_done);
+            if let Some(i) = found {
+                let sges = self.sq.iter().nth(i).map(|e| e.wqe.sg_list.clone());
+                if let Some(sges) = sges {
+                    if scatter(mem, &sges, 0, &orig.to_ne_bytes()).is_err() {
+                        self.complete_in_error(i, WcStatus::LocProtErr);
+                        return Err(Fatal);
+                    }
+                }
+                if let Some(e) = self.entry_mut(i) {
+                    e.atomic_done = true;
+                }
+                ctr.out_of_order_placed += 1;
+            } else {
+                ctr.duplicates_dropped += 1;
+            }
+            if implied {
+                ctr.implied_naks += 1;
+                self.detect_losses(Some(psn), false);
+            }
+        } else if head_is_it {
+            let Some(head) = self.sq.front() else {
+                return Ok(());
+            };
             if scatter(mem, &head.wqe.sg_list, 0, &orig.to_ne_bytes()).is_err() {
                 self.complete_in_error(0, WcStatus::LocProtErr);
                 return Err(Fatal);
@@ -451,7 +663,7 @@ impl<const SQ: usize> Requester<SQ> {
             progressed = true;
             self.complete_head_ok();
             self.ack_remembered();
-        } else if head.is_rd_atomic() && psn.after(head.last_psn()) {
+        } else if implied {
             ctr.implied_naks += 1;
             result = self.implied_nak(ctr);
         } else {
@@ -461,6 +673,41 @@ impl<const SQ: usize> Requester<SQ> {
             self.on_progress(now);
         }
         result
+    }
+
+    /// Selective repeat: completes the head READs whose responses are all in and the head
+    /// atomics whose answer arrived early, in order. `true` when `comp_psn` moved.
+    fn complete_ready_heads(&mut self) -> bool {
+        let mut moved = false;
+        while let Some(head) = self.sq.front() {
+            if head.is_atomic() && head.atomic_done {
+                self.comp_psn = head.end_psn();
+                moved = true;
+                self.complete_head_ok();
+                self.ack_remembered();
+                continue;
+            }
+            if !head.is_read() {
+                break;
+            }
+            let mut done = head.read_done;
+            while done < head.npkts && self.got.contains(head.first_psn.add(done)) {
+                done += 1;
+            }
+            let (first, n) = (head.first_psn, head.npkts);
+            if done > head.read_done {
+                if let Some(h) = self.entry_mut(0) {
+                    h.read_done = done;
+                }
+                self.comp_psn = first.add(done);
+                moved = true;
+            }
+            if done < n {
+                break;
+            }
+            self.complete_read_head();
+        }
+        moved
     }
 
     /// Completes the head READ, whose last response just arrived.
@@ -518,12 +765,23 @@ impl<const SQ: usize> Requester<SQ> {
         now: Instant,
         ctr: &mut RcCounters,
     ) -> Result<(), Fatal> {
-        // RNR wait over: the cursor already points at the NAKed PSN; sending resumes.
-        let _ = self.rnr_timer.expire(now);
+        // RNR wait over: the cursor already points at the NAKed PSN; sending resumes. The
+        // retransmit timer runs again (an ACK during the wait may have left nothing to send).
+        self.now = now;
+        if self.rnr_timer.expire(now) && self.outstanding() {
+            if let Some(t) = self.rto_ns() {
+                self.retrans_timer.arm_if_idle(now.add_nanos(t));
+            }
+        }
         if self.retrans_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
             ctr.timeouts += 1;
             if self.selective() {
-                return self.selective_timeout(ctr);
+                self.selective_timeout(ctr)?;
+                // Keep the timer running even when nothing is marked for resending.
+                if let Some(t) = self.rto_ns() {
+                    self.retrans_timer.arm(now.add_nanos(t));
+                }
+                return Ok(());
             }
             return self.retry(ctr);
         }
@@ -534,15 +792,25 @@ impl<const SQ: usize> Requester<SQ> {
     /// from the oldest unacknowledged PSN and enters recovery until everything sent so far is
     /// acknowledged.
     fn selective_timeout(&mut self, ctr: &mut RcCounters) -> Result<(), Fatal> {
-        if self.retry_left == 0 {
-            self.complete_in_error(0, WcStatus::RetryExcErr);
-            return Err(Fatal);
+        // Timeouts shorter than the Local ACK Timeout (round-trip based) back off without
+        // spending `retry_cnt`; at the Local ACK Timeout each spends one, as in IBTA.
+        let ibta = ack_timeout_ns(self.rts.timeout);
+        if self.rto_ns() < ibta {
+            self.backoff += 1;
+        } else {
+            if self.retry_left == 0 {
+                self.complete_in_error(0, WcStatus::RetryExcErr);
+                return Err(Fatal);
+            }
+            self.retry_left -= 1;
         }
-        self.retry_left -= 1;
         ctr.retries += 1;
+        self.advance_scoreboard();
         self.resent.clear();
-        self.recover = Some(self.psn_hi);
-        self.mark_from(self.comp_psn);
+        // What the responder held may have moved on (executed, or its reply lost): after a
+        // timeout only fresh SACKs count (RFC 6675 §5.1: SACK information is advisory).
+        self.sacked.clear();
+        self.detect_losses(None, true);
         Ok(())
     }
 }

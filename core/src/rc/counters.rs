@@ -57,9 +57,20 @@ pub struct RcCounters {
     /// Packets dropped before any transport processing: wrong DestQP, P_Key mismatch, non-RC
     /// opcode, missing extended header, QP state, or the response queue was full.
     pub dropped_packets: u64,
-    /// Selective repeat: out-of-order RDMA_WRITE_ONLY packets placed on arrival (a subset of
-    /// `out_of_sequence_requests`).
+    /// Selective repeat: packets kept out of order — requests held beyond ePSN (WRITE and SEND
+    /// data placed, READ requests and atomics deferred; a subset of
+    /// `out_of_sequence_requests`) and READ responses placed ahead of a missing one.
     pub out_of_order_placed: u64,
+    /// Selective repeat: NAKs with a SACK block sent by the responder.
+    pub sacks_sent: u64,
+    /// Selective repeat: NAKs with a SACK block received by the requester.
+    pub sacks_received: u64,
+    /// Selective repeat: packets resent because a SACK, NAK or out-of-order READ response
+    /// showed them missing (not by the timer; a subset of `retransmitted_packets`).
+    pub fast_retransmits: u64,
+    /// Selective repeat: second copies dropped without effect — requests already held
+    /// beyond ePSN, READ responses already placed.
+    pub duplicates_dropped: u64,
     /// CE-marked packets received (ECN `11` passed to `handle_packet_ecn`; mlx5
     /// `np_ecn_marked_roce_packets`).
     pub ce_marks_received: u64,

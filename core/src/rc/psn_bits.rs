@@ -76,6 +76,26 @@ impl PsnBits {
     pub(crate) fn clear(&mut self) {
         self.bits = 0;
     }
+
+    /// The set as a bitmap relative to the window start (bit i: PSN `base + i`).
+    pub(crate) fn bits(&self) -> u128 {
+        self.bits
+    }
+
+    /// Adds every PSN `at + i` whose bit i is set in `bits` (those inside the window).
+    pub(crate) fn insert_bits_at(&mut self, at: Psn, bits: u128) {
+        let d = at.diff(self.base);
+        if d >= 0 && (d as u32) < SR_WINDOW {
+            self.bits |= bits << d as u32;
+        } else if d < 0 && d.unsigned_abs() < SR_WINDOW {
+            self.bits |= bits >> d.unsigned_abs();
+        }
+    }
+
+    /// The highest PSN in the set.
+    pub(crate) fn highest(&self) -> Option<Psn> {
+        (self.bits != 0).then(|| self.base.add(127 - self.bits.leading_zeros()))
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,27 @@ use super::mtu::Mtu;
 /// `RXE_MAX_UNACKED_PSNS`).
 pub const SR_WINDOW: u32 = 128;
 
+/// Selective repeat: the responder queues a SACK after this many packets held since the last
+/// one (besides the first out-of-order arrival after ePSN moved, and any with AckReq).
+pub const SACK_EVERY: u32 = 4;
+
+/// Selective repeat: a PSN counts as lost once the peer holds a PSN at least this far beyond
+/// it (reordering by fewer packets causes no resend; RFC 6675's DupThresh).
+pub const DUP_THRESH: u32 = 3;
+
+/// Selective repeat: with at most this many PSNs in flight the retransmit timer runs with
+/// the short timeout (IRN's RTO_low: too few packets follow a loss to reveal it).
+pub const RTO_LOW_PACKETS: u32 = 3;
+
+/// Selective repeat: floor of the retransmit timeout with more than [`RTO_LOW_PACKETS`] in
+/// flight. IRN's RTO_high is 320 µs on a 40 Gb/s fabric; a software host sharing its cores
+/// stalls for a scheduler slice (~4 ms) often enough that a lower floor fires spuriously.
+pub const RTO_HIGH_MIN_NS: u64 = 4_000_000;
+
+/// Selective repeat: floor of the short retransmit timeout (IRN's RTO_low is 100 µs; see
+/// [`RTO_HIGH_MIN_NS`] for why a software host needs more).
+pub const RTO_LOW_MIN_NS: u64 = 1_000_000;
+
 /// How a QP recovers from lost packets. Both QPs of a connection must use the same mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

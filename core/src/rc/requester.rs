@@ -16,7 +16,9 @@
 //!   VA advanced by the bytes already received and the PSN of the first missing response
 //!   (rxe_req.c `req_retry`).
 //! - Selective repeat (`recovery.rs`): plain WRITEs go out as self-placing RDMA_WRITE_ONLY
-//!   packets, and retries resend individual PSNs from a bitmap instead of rewinding.
+//!   packets, SEND packets carry a placement header, and retries resend individual PSNs (a
+//!   READ: the run of responses it misses) from a bitmap instead of rewinding; the retransmit
+//!   timer follows the measured round-trip time (RTO_low with few packets in flight).
 //!
 //! The completer half (ACK/NAK/READ response processing, timers) is in `completer.rs`.
 
@@ -29,11 +31,11 @@ use super::memory::{gather, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, SR_WINDOW};
-use super::timer::{ack_timeout_ns, Timer};
+use super::recovery::{Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
+use super::timer::{ack_timeout_ns, Instant, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
 use super::Fatal;
-use crate::wire::{AtomicEthRepr, Opcode, Psn, RethRepr, TransportRepr};
+use crate::wire::{placement, AtomicEthRepr, Opcode, PlacementRepr, Psn, RethRepr, TransportRepr};
 
 /// The requester stops sending new packets while this many PSNs are unacknowledged
 /// (rxe `RXE_MAX_UNACKED_PSNS`).
@@ -59,6 +61,12 @@ pub(crate) struct SqEntry {
     pub(crate) read_done: u32,
     /// Selective repeat: a plain WRITE sent as self-placing RDMA_WRITE_ONLY packets.
     pub(crate) split: bool,
+    /// SEND and WRITE with immediate: receive WQEs consumed at the peer by the messages
+    /// before this one (the placement header's receive sequence number).
+    pub(crate) recv_seq: u32,
+    /// Selective repeat, atomics: the ATOMIC ACKNOWLEDGE arrived (original value already in
+    /// the local buffer) while an earlier READ/atomic was incomplete.
+    pub(crate) atomic_done: bool,
 }
 
 impl SqEntry {
@@ -179,9 +187,29 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) resend: PsnBits,
     /// Selective repeat: PSNs resent since the last timeout (not resent again on a NAK).
     pub(crate) resent: PsnBits,
-    /// Selective repeat: after a timeout, `psn_hi` at that time; until `comp_psn` reaches it,
-    /// each new cumulative-ACK point is resent.
-    pub(crate) recover: Option<Psn>,
+    /// Receive sequence number the next SEND / WRITE with immediate gets.
+    pub(crate) recv_seq_next: u32,
+    /// Selective repeat: PSNs the responder holds beyond its ePSN (from SACK blocks).
+    pub(crate) sacked: PsnBits,
+    /// Selective repeat: READ response PSNs received and placed.
+    pub(crate) got: PsnBits,
+    /// Selective repeat: PSNs marked for resending by a timeout (the others are fast
+    /// retransmits).
+    pub(crate) timer_marked: PsnBits,
+    /// Selective repeat: for each resent PSN (by `psn % SR_WINDOW`), `psn_hi` when it was
+    /// resent: it counts as lost again once the peer holds a PSN that far beyond.
+    pub(crate) retx_mark: [Psn; SR_WINDOW as usize],
+    /// Selective repeat: when each PSN (by `psn % SR_WINDOW`) was last sent.
+    pub(crate) sent_at: [Instant; SR_WINDOW as usize],
+    /// Selective repeat: smoothed round-trip time and its variation, ns (RFC 6298); `None`
+    /// before the first sample.
+    pub(crate) srtt_ns: Option<u64>,
+    pub(crate) rttvar_ns: u64,
+    /// Selective repeat: retransmit timeouts since the last progress (the timeout doubles
+    /// with each, up to the IBTA Local ACK Timeout).
+    pub(crate) backoff: u32,
+    /// The latest instant a response or timeout was handled at.
+    pub(crate) now: Instant,
 }
 
 impl<const SQ: usize> Requester<SQ> {
@@ -216,7 +244,16 @@ impl<const SQ: usize> Requester<SQ> {
             max_inflight: MAX_UNACKED_PSNS,
             resend: PsnBits::default(),
             resent: PsnBits::default(),
-            recover: None,
+            recv_seq_next: 0,
+            sacked: PsnBits::default(),
+            got: PsnBits::default(),
+            timer_marked: PsnBits::default(),
+            retx_mark: [Psn::new(0); SR_WINDOW as usize],
+            sent_at: [Instant(0); SR_WINDOW as usize],
+            srtt_ns: None,
+            rttvar_ns: 0,
+            backoff: 0,
+            now: Instant(0),
         };
         r.configure(rts);
         r
@@ -251,8 +288,55 @@ impl<const SQ: usize> Requester<SQ> {
         self.resend.clear();
         self.resent.advance(rts.sq_psn);
         self.resent.clear();
-        self.recover = None;
+        self.sacked.advance(rts.sq_psn);
+        self.sacked.clear();
+        self.got.advance(rts.sq_psn);
+        self.got.clear();
         self.reset_retry_counters();
+    }
+
+    /// The retransmit timeout to arm now: the IBTA Local ACK Timeout in go-back-N or before
+    /// any round-trip sample; in selective repeat SRTT + 4·RTTVAR (RFC 6298), at least
+    /// [`RTO_LOW_MIN_NS`] with at most [`RTO_LOW_PACKETS`] PSNs in flight (IRN's RTO_low)
+    /// and [`RTO_HIGH_MIN_NS`] otherwise, doubled per timeout without progress, at most the
+    /// Local ACK Timeout. `None` when the timer is off (`timeout` 0).
+    pub(crate) fn rto_ns(&self) -> Option<u64> {
+        let ibta = ack_timeout_ns(self.rts.timeout)?;
+        let Some(srtt) = self.srtt_ns.filter(|_| self.selective()) else {
+            return Some(ibta);
+        };
+        let floor = if self.undelivered() <= RTO_LOW_PACKETS {
+            RTO_LOW_MIN_NS
+        } else {
+            RTO_HIGH_MIN_NS
+        };
+        let rto = srtt.saturating_add(4 * self.rttvar_ns).max(floor);
+        Some(rto.saturating_mul(1 << self.backoff.min(20)).min(ibta))
+    }
+
+    /// PSNs sent and not known to be delivered: outstanding, less those the responder holds
+    /// (SACK) and READ responses already placed — the packets "in flight" of IRN's RTO_low
+    /// rule.
+    pub(crate) fn undelivered(&self) -> u32 {
+        let known = (self.sacked.bits() | self.got.bits()).count_ones();
+        self.psn_hi
+            .distance_from(self.comp_psn)
+            .saturating_sub(known)
+    }
+
+    /// Feeds one round-trip sample (RFC 6298 §2: α = 1/8, β = 1/4).
+    pub(crate) fn rtt_sample(&mut self, rtt_ns: u64) {
+        match self.srtt_ns {
+            None => {
+                self.srtt_ns = Some(rtt_ns);
+                self.rttvar_ns = rtt_ns / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(rtt_ns);
+                self.rttvar_ns = (3 * self.rttvar_ns + err) / 4;
+                self.srtt_ns = Some((7 * srtt + rtt_ns) / 8);
+            }
+        }
     }
 
     pub(crate) fn reset_retry_counters(&mut self) {
@@ -293,6 +377,10 @@ impl<const SQ: usize> Requester<SQ> {
                 .iter()
                 .any(|e| e.is_rd_atomic() || e.write_overlaps(&wqe, len));
         let first_psn = self.tail_psn;
+        let consumes_recv = matches!(
+            wqe.opcode,
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm
+        );
         let entry = SqEntry {
             wqe,
             len,
@@ -300,9 +388,14 @@ impl<const SQ: usize> Requester<SQ> {
             first_psn,
             read_done: 0,
             split,
+            recv_seq: self.recv_seq_next,
+            atomic_done: false,
         };
         if self.sq.push_back(entry).is_err() {
             return Err(PostError::QueueFull);
+        }
+        if consumes_recv {
+            self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
         }
         self.tail_psn = first_psn.add(npkts);
         Ok(())
@@ -330,7 +423,7 @@ impl<const SQ: usize> Requester<SQ> {
         let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
             return false;
         };
-        if self.psn.distance_from(self.comp_psn) >= self.max_inflight {
+        if !self.window_allows(entry) {
             return false;
         }
         if entry.is_rd_atomic() {
@@ -338,6 +431,21 @@ impl<const SQ: usize> Requester<SQ> {
             if self.rd_atomic_before(self.cur_idx) >= max_rd {
                 return false;
             }
+        }
+        true
+    }
+
+    /// `true` when the next new packet (of `entry`, at the cursor) fits the window: fewer than
+    /// `max_inflight` PSNs outstanding; in selective repeat a READ's whole reservation must
+    /// fit (its responses are placed through a `SR_WINDOW`-PSN scoreboard), unless nothing is
+    /// outstanding.
+    fn window_allows(&self, entry: &SqEntry) -> bool {
+        let out = self.psn.distance_from(self.comp_psn);
+        if out >= self.max_inflight {
+            return false;
+        }
+        if self.selective() && entry.is_read() && out > 0 {
+            return out + (entry.npkts - self.cur_pkt) <= self.max_inflight;
         }
         true
     }
@@ -350,8 +458,14 @@ impl<const SQ: usize> Requester<SQ> {
                 Some(i) if p.before(self.psn_hi) => {
                     let e = deque_get(&self.sq, i)?;
                     let k = p.distance_from(e.first_psn);
-                    // A READ restarts at its first missing response, an atomic at its PSN.
-                    if (e.is_read() && k != e.read_done) || (e.is_atomic() && k != 0) {
+                    // A READ resends from a missing response, an atomic at its PSN; nothing
+                    // the peer already holds.
+                    let stale = if e.is_read() {
+                        k < e.read_done || self.got.contains(p)
+                    } else {
+                        (e.is_atomic() && k != 0) || self.sacked.contains(p)
+                    };
+                    if stale {
                         self.resend.remove(p);
                         continue;
                     }
@@ -390,7 +504,7 @@ impl<const SQ: usize> Requester<SQ> {
             Some(at) => at,
             None => {
                 if deque_get(&self.sq, self.cur_idx).is_none()
-                    || self.psn.distance_from(self.comp_psn) >= self.max_inflight
+                    || !deque_get(&self.sq, self.cur_idx).is_some_and(|e| self.window_allows(e))
                 {
                     // Only stale resend bits were pending.
                     return Ok(None);
@@ -403,11 +517,31 @@ impl<const SQ: usize> Requester<SQ> {
         };
         let psn = entry.first_psn.add(k);
         debug_assert!(resend.is_some() || psn == self.psn);
+        // A READ resend asks for the run of responses missing from `k` on.
+        let run = match resend {
+            Some(_) if entry.is_read() => {
+                let mut n = 1;
+                while k + n < entry.npkts && !self.got.contains(psn.add(n)) {
+                    n += 1;
+                }
+                Some(n)
+            }
+            _ => None,
+        };
         let (mut hdr, payload_off, payload_len, consumed, ack_req) =
-            self.build(entry, k, psn, path, resend.is_some());
+            self.build(entry, k, psn, path, resend.is_some(), run);
+        // Selective repeat: SEND packets start with the placement header.
+        let prefix = (self.selective() && hdr.bth.opcode.is_send()).then_some(PlacementRepr {
+            recv_seq: entry.recv_seq,
+            offset: payload_off as u32,
+        });
+        let pre = prefix.map_or(0, |p| p.buffer_len());
         let sges = &entry.wqe.sg_list;
-        let emitted = emit_packet(&mut hdr, payload_len, buf, |out| {
-            gather(mem, sges, payload_off, out)
+        let emitted = emit_packet(&mut hdr, pre + payload_len, buf, |out| {
+            if let Some(p) = prefix {
+                p.emit(&mut placement::Packet::new_unchecked(&mut out[..pre]));
+            }
+            gather(mem, sges, payload_off, &mut out[pre..])
         });
         let n = match emitted {
             Ok(Some(n)) => n,
@@ -423,10 +557,21 @@ impl<const SQ: usize> Requester<SQ> {
         if psn.before(self.psn_hi) {
             ctr.retransmitted_packets += 1;
         }
+        self.sent_at[(psn.value() % SR_WINDOW) as usize] = now;
+        if resend.is_some() && !self.timer_marked.contains(psn) {
+            ctr.fast_retransmits += 1;
+        }
         if resend.is_some() {
-            self.resend.remove(psn);
+            self.resend.advance(self.comp_psn);
             self.resent.advance(self.comp_psn);
-            self.resent.insert(psn);
+            for i in 0..run.unwrap_or(1) {
+                let q = psn.add(i);
+                self.resend.remove(q);
+                self.timer_marked.remove(q);
+                self.resent.insert(q);
+                self.retx_mark[(q.value() % SR_WINDOW) as usize] = self.psn_hi;
+                self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
+            }
         } else {
             self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
             self.psn = psn.add(consumed);
@@ -440,14 +585,15 @@ impl<const SQ: usize> Requester<SQ> {
                 self.cur_pkt += consumed;
             }
         }
-        if let Some(t) = ack_timeout_ns(self.rts.timeout) {
+        if let Some(t) = self.rto_ns() {
             self.retrans_timer.arm_if_idle(now.add_nanos(t));
         }
         Ok(Some(n))
     }
 
     /// Headers of packet `k` (PSN `psn`) of `entry`: (headers, payload offset in the message,
-    /// payload length, PSNs consumed, AckReq). Resends in selective mode always ask for an ACK.
+    /// payload length, PSNs consumed, AckReq). Resends in selective mode always ask for an ACK;
+    /// a READ with `run` asks for that many responses from `k` (else the whole tail).
     fn build(
         &self,
         entry: &SqEntry,
@@ -455,16 +601,22 @@ impl<const SQ: usize> Requester<SQ> {
         psn: Psn,
         path: &Path,
         resend: bool,
+        run: Option<u32>,
     ) -> (TransportRepr, u64, usize, u32, bool) {
         let mtu = self.mtu;
         let wqe = &entry.wqe;
         if entry.is_read() {
             let skip = (k as u64 * mtu.bytes() as u64).min(entry.len as u64);
+            let tail = entry.len - skip as u32;
+            let dma_len = match run {
+                Some(n) => tail.min((n as u64 * mtu.bytes() as u64).min(u32::MAX as u64) as u32),
+                None => tail,
+            };
             let mut hdr = TransportRepr::new(path.bth(Opcode::RcRdmaReadRequest, psn, true, false));
             hdr.reth = Some(RethRepr {
                 va: wqe.remote_addr.wrapping_add(skip),
                 rkey: wqe.rkey,
-                dma_len: entry.len - skip as u32,
+                dma_len,
             });
             return (hdr, 0, 0, entry.npkts - k, true);
         }
@@ -592,7 +744,8 @@ impl<const SQ: usize> Requester<SQ> {
         self.retrans_timer.stop();
         self.rnr_timer.stop();
         self.resend.clear();
-        self.recover = None;
+        self.sacked.clear();
+        self.got.clear();
     }
 
     /// Flushes every queued WQE with `WrFlushErr` (QP to Error).

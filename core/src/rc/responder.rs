@@ -24,9 +24,10 @@
 //!   remote access error); the original value is saved in a responder resource (shared ring with
 //!   READs, `max_dest_rd_atomic`) and sent in an ATOMIC_ACKNOWLEDGE; a duplicate atomic is
 //!   answered from the saved value without executing again.
-//! - Selective repeat (`recovery.rs`): out-of-order RDMA_WRITE_ONLY packets within the window
-//!   are checked and placed at once and retire (MSN, ACK) when ePSN reaches them; every new
-//!   ePSN is NAKed once, also right after an in-order packet when a later PSN is held.
+//! - Selective repeat (`recovery.rs`): out-of-order packets within the window are kept —
+//!   split RDMA_WRITE_ONLY and SEND packets placed at once (SENDs through their placement
+//!   header), READ requests and atomics deferred — and retire through the in-order path when
+//!   ePSN reaches them; while anything is held, NAKs carry a SACK block naming what is held.
 
 use heapless::Deque;
 
@@ -34,18 +35,22 @@ use super::completion::{WcOpcode, WcStatus, WorkCompletion};
 use super::counters::RcCounters;
 use super::memory::{scatter, AccessKind, AtomicOp, MemoryAccess};
 use super::mtu::Mtu;
-use super::packet::{emit_packet, Path};
+use super::packet::{deque_get, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, SR_WINDOW};
+use super::recovery::{Recovery, SACK_EVERY, SR_WINDOW};
 use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
-use crate::wire::{AethRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr};
+use crate::wire::{
+    placement, sack, AethRepr, NakCode, Opcode, PlacementRepr, Psn, SackRepr, Syndrome,
+    TransportRepr,
+};
 
 /// Most responder resources (saved RDMA READ and atomic requests) a QP keeps; `max_dest_rd_atomic` is
 /// clamped to it. ConnectX HCAs report 16 (`max_qp_rd_atom`); rxe allows 128.
 pub const MAX_RD_ATOMIC: usize = 16;
 
-/// Capacity of the response queue: every saved READ plus an ACK/NAK between each.
-const RESP_QUEUE: usize = 2 * MAX_RD_ATOMIC + 4;
+/// Capacity of the response queue: every saved READ plus an ACK/NAK between each, and as
+/// many partial READ replays (selective repeat).
+const RESP_QUEUE: usize = 4 * MAX_RD_ATOMIC + 8;
 
 /// Largest MSN (24 bits).
 const MSN_MASK: u32 = 0x00ff_ffff;
@@ -88,9 +93,45 @@ enum Response {
         psn: Psn,
         syndrome: Syndrome,
         msn: u32,
+        /// Selective repeat: the SACK bitmap (PSNs held from `psn` on) this NAK carries.
+        sack: Option<u128>,
     },
     /// READ responses, or the ATOMIC ACKNOWLEDGE, of resource `slot`.
     Read { slot: usize },
+    /// Selective repeat: READ response packets `next..end` of resource `slot` (a re-READ of
+    /// the responses the requester misses; `start` is the first, which gets FIRST/ONLY).
+    ReadPart {
+        slot: usize,
+        start: u32,
+        next: u32,
+        end: u32,
+    },
+}
+
+/// A packet held beyond ePSN in selective repeat: its headers, and how many payload bytes were
+/// already placed (SEND, split WRITE); READ requests and atomics are executed when ePSN
+/// reaches them.
+#[derive(Debug, Clone, Copy)]
+struct HeldPkt {
+    hdr: TransportRepr,
+    len: u32,
+}
+
+/// The data of a request being executed: its bytes, or (retiring a held packet) how many
+/// bytes were already placed.
+#[derive(Debug, Clone, Copy)]
+enum Data<'a> {
+    Bytes(&'a [u8]),
+    Placed(usize),
+}
+
+impl Data<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Data::Bytes(b) => b.len(),
+            Data::Placed(n) => *n,
+        }
+    }
 }
 
 /// The multi-packet message in progress.
@@ -134,8 +175,15 @@ pub(crate) struct Responder<const RQ: usize> {
     out: Deque<Response, RESP_QUEUE>,
     /// Loss recovery mode (fixed before any request arrives).
     recovery: Recovery,
-    /// Selective repeat: out-of-order RDMA_WRITE_ONLY packets placed, beyond ePSN.
+    /// Selective repeat: PSNs held beyond ePSN (placed, or deferred READ/atomic with the
+    /// PSNs they reserve).
     held: PsnBits,
+    /// Selective repeat: the held packets, by `psn % SR_WINDOW`.
+    held_pkts: [Option<HeldPkt>; SR_WINDOW as usize],
+    /// Receive WQEs consumed so far (wrapping): the receive sequence number of `rq.front()`.
+    recv_consumed: u32,
+    /// Selective repeat: packets held since the last SACK was queued.
+    held_since_sack: u32,
 }
 
 /// Outcome of executing one in-sequence request.
@@ -165,7 +213,14 @@ impl<const RQ: usize> Responder<RQ> {
             out: Deque::new(),
             recovery: Recovery::GoBackN,
             held: PsnBits::default(),
+            held_pkts: [None; SR_WINDOW as usize],
+            recv_consumed: 0,
+            held_since_sack: 0,
         }
+    }
+
+    fn selective(&self) -> bool {
+        self.recovery == Recovery::Selective
     }
 
     /// Sets the loss recovery mode (before traffic).
@@ -173,6 +228,7 @@ impl<const RQ: usize> Responder<RQ> {
         self.recovery = recovery;
         self.held.advance(self.epsn);
         self.held.clear();
+        self.held_pkts = [None; SR_WINDOW as usize];
     }
 
     /// `true` when the next response to send carries READ data (subject to pacing); ACKs,
@@ -180,6 +236,7 @@ impl<const RQ: usize> Responder<RQ> {
     pub(crate) fn next_is_paced(&self) -> bool {
         match self.out.front() {
             Some(Response::Read { slot }) => self.resources[*slot].atomic.is_none(),
+            Some(Response::ReadPart { .. }) => true,
             _ => false,
         }
     }
@@ -213,6 +270,7 @@ impl<const RQ: usize> Responder<RQ> {
         imm: Option<u32>,
     ) {
         if let Some(r) = self.rq.pop_front() {
+            self.recv_consumed = self.recv_consumed.wrapping_add(1);
             self.push_recv_completion(WorkCompletion {
                 wr_id: r.wr_id,
                 status,
@@ -251,6 +309,7 @@ impl<const RQ: usize> Responder<RQ> {
             r.queued = false;
         }
         self.held.clear();
+        self.held_pkts = [None; SR_WINDOW as usize];
     }
 
     /// Queues the NAK that accompanies the move to Error.
@@ -259,6 +318,7 @@ impl<const RQ: usize> Responder<RQ> {
             psn: nak.psn,
             syndrome: Syndrome::Nak(nak.code),
             msn: self.msn,
+            sack: None,
         });
     }
 
@@ -268,6 +328,7 @@ impl<const RQ: usize> Responder<RQ> {
             psn,
             syndrome,
             msn: self.msn,
+            sack: None,
         };
         if syndrome.is_ack() {
             if let Some(Response::Ack { syndrome: s, .. }) = self.out.back() {
@@ -277,6 +338,25 @@ impl<const RQ: usize> Responder<RQ> {
             }
         }
         let _ = self.out.push_back(item);
+    }
+
+    /// Selective repeat: queues a NAK "PSN sequence error" for ePSN with a SACK block of the
+    /// held PSNs, replacing a trailing ACK or SACK (both are cumulative and older).
+    fn push_sack(&mut self) {
+        self.held.advance(self.epsn);
+        self.held_since_sack = 0;
+        self.nak_sent = true;
+        if let Some(Response::Ack { syndrome, sack, .. }) = self.out.back() {
+            if syndrome.is_ack() || sack.is_some() {
+                self.out.pop_back();
+            }
+        }
+        let _ = self.out.push_back(Response::Ack {
+            psn: self.epsn,
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+            msn: self.msn,
+            sack: Some(self.held.bits()),
+        });
     }
 
     fn fatal(psn: Psn, code: NakCode) -> Exec {
@@ -302,22 +382,25 @@ impl<const RQ: usize> Responder<RQ> {
         }
         let psn = hdr.bth.psn;
         let d = psn.diff(self.epsn);
+        let selective = self.selective();
+        // Selective repeat: every SEND packet starts with a placement header.
+        let (payload, placement) = if selective && hdr.bth.opcode.is_send() {
+            match placement::Packet::new_checked(payload) {
+                Ok(p) => (p.payload(), PlacementRepr::parse(&p).ok()),
+                Err(_) if d == 0 => return Self::fatal(psn, NakCode::InvalidRequest),
+                Err(_) => {
+                    ctr.dropped_packets += 1;
+                    return Ok(());
+                }
+            }
+        } else {
+            (payload, None)
+        };
         if d > 0 {
-            if self.recovery == Recovery::Selective && self.held.contains(psn) {
-                // A second copy of a packet already placed out of order.
-                ctr.duplicate_requests += 1;
-                return Ok(());
+            if selective {
+                return self.out_of_order(hdr, payload, placement, d as u32, mem, ctr);
             }
             ctr.out_of_sequence_requests += 1;
-            if self.recovery == Recovery::Selective
-                && (d as u32) < SR_WINDOW
-                && hdr.bth.opcode == Opcode::RcRdmaWriteOnly
-                && Self::place_write_only(self.mtu, hdr, payload, mem)
-            {
-                self.held.advance(self.epsn);
-                self.held.insert(psn);
-                ctr.out_of_order_placed += 1;
-            }
             if !self.nak_sent {
                 self.nak_sent = true;
                 self.push_ack(self.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
@@ -329,22 +412,136 @@ impl<const RQ: usize> Responder<RQ> {
             match hdr.bth.opcode {
                 Opcode::RcRdmaReadRequest => self.replay_read(hdr, ctr),
                 Opcode::RcCompareSwap | Opcode::RcFetchAdd => self.replay_atomic(hdr, ctr),
+                _ if selective && self.held.first_from(self.epsn).is_some() => self.push_sack(),
                 _ => self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED),
             }
             return Ok(());
         }
-        let result = self.execute(hdr, payload, mem);
-        if result.is_ok() && self.recovery == Recovery::Selective {
-            return self.retire_held();
+        self.execute(hdr, Data::Bytes(payload), mem)?;
+        if selective {
+            return self.retire_held(mem);
         }
-        result
+        Ok(())
+    }
+
+    /// Selective repeat: a request ahead of ePSN. Kept when it can be (see [`Self::hold`]);
+    /// a second copy of a held packet is dropped. A SACK is queued on the first out-of-order
+    /// arrival after ePSN moved, then every [`SACK_EVERY`] held packets and for AckReq.
+    fn out_of_order<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        placement: Option<PlacementRepr>,
+        d: u32,
+        mem: &mut M,
+        ctr: &mut RcCounters,
+    ) -> Exec {
+        let psn = hdr.bth.psn;
+        self.held.advance(self.epsn);
+        if self.held.contains(psn) {
+            ctr.duplicate_requests += 1;
+            ctr.duplicates_dropped += 1;
+            return Ok(());
+        }
+        ctr.out_of_sequence_requests += 1;
+        if d < SR_WINDOW && self.hold(hdr, payload, placement, d, mem) {
+            ctr.out_of_order_placed += 1;
+            self.held_since_sack += 1;
+        }
+        if !self.nak_sent || self.held_since_sack >= SACK_EVERY || hdr.bth.ack_req {
+            self.push_sack();
+        }
+        Ok(())
+    }
+
+    /// Selective repeat: keeps the out-of-order request `hdr` (`d` PSNs ahead of ePSN):
+    /// places a split RDMA_WRITE_ONLY at its RETH address or a SEND packet in the receive WQE
+    /// its placement header names, or defers a READ request / atomic to be executed in order.
+    /// `false` (nothing changed) when it cannot: any other opcode, a check that fails (it is
+    /// then judged again in sequence), a receive WQE not posted yet, a READ reserving PSNs
+    /// beyond the window.
+    fn hold<M: MemoryAccess + ?Sized>(
+        &mut self,
+        hdr: &TransportRepr,
+        payload: &[u8],
+        placement: Option<PlacementRepr>,
+        d: u32,
+        mem: &mut M,
+    ) -> bool {
+        let op = hdr.bth.opcode;
+        let span = match op {
+            Opcode::RcRdmaWriteOnly => {
+                if !Self::place_write_only(self.mtu, hdr, payload, mem) {
+                    return false;
+                }
+                1
+            }
+            Opcode::RcSendFirst
+            | Opcode::RcSendMiddle
+            | Opcode::RcSendLast
+            | Opcode::RcSendLastWithImmediate
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyWithImmediate => {
+                let Some(pl) = placement else {
+                    return false;
+                };
+                if !self.place_send(op, pl, payload, mem) {
+                    return false;
+                }
+                1
+            }
+            Opcode::RcRdmaReadRequest => match hdr.reth {
+                Some(reth) if reth.dma_len as u64 <= MAX_MESSAGE_LEN => {
+                    let n = self.mtu.packets(reth.dma_len);
+                    if d.saturating_add(n) > SR_WINDOW {
+                        return false;
+                    }
+                    n
+                }
+                _ => return false,
+            },
+            Opcode::RcCompareSwap | Opcode::RcFetchAdd if hdr.atomic_eth.is_some() => 1,
+            _ => return false,
+        };
+        let psn = hdr.bth.psn;
+        for i in 0..span {
+            self.held.insert(psn.add(i));
+        }
+        self.held_pkts[(psn.value() % SR_WINDOW) as usize] = Some(HeldPkt {
+            hdr: *hdr,
+            len: payload.len() as u32,
+        });
+        true
+    }
+
+    /// Selective repeat: places an out-of-order SEND packet's data in the receive WQE its
+    /// placement header names, at its offset. `false` (nothing written) when that WQE is not
+    /// posted, the data does not fit, or the length breaks the opcode's rule.
+    fn place_send<M: MemoryAccess + ?Sized>(
+        &self,
+        op: Opcode,
+        pl: PlacementRepr,
+        data: &[u8],
+        mem: &mut M,
+    ) -> bool {
+        if !self.length_ok(op, data.len()) {
+            return false;
+        }
+        let idx = pl.recv_seq.wrapping_sub(self.recv_consumed) as usize;
+        let Some(recv) = deque_get(&self.rq, idx) else {
+            return false;
+        };
+        if pl.offset as u64 + data.len() as u64 > recv.length() {
+            return false;
+        }
+        data.is_empty() || scatter(mem, &recv.sg_list, pl.offset as u64, data).is_ok()
     }
 
     /// Executes the in-sequence request `hdr` (PSN == ePSN).
     fn execute<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
-        payload: &[u8],
+        payload: Data<'_>,
         mem: &mut M,
     ) -> Exec {
         let psn = hdr.bth.psn;
@@ -422,28 +619,44 @@ impl<const RQ: usize> Responder<RQ> {
                     .is_ok())
     }
 
-    /// Selective repeat, after an in-sequence request: retires the held packets ePSN now
-    /// reaches (each a complete RDMA_WRITE_ONLY message: MSN + 1), then answers: a NAK for
-    /// the new ePSN (once) when later packets are still held — another hole — else an ACK up
-    /// to the new ePSN when anything retired (whether or not those packets asked for one: the
+    /// Selective repeat, after an in-sequence request: executes the held packets ePSN now
+    /// reaches, in order (placed data is not written again), then answers: a SACK for the new
+    /// ePSN (once) when later packets are still held — another hole — else an ACK up to the
+    /// new ePSN when anything retired (whether or not those packets asked for one: the
     /// requester learns at once that the hole closed).
-    fn retire_held(&mut self) -> Exec {
-        self.held.advance(self.epsn);
+    fn retire_held<M: MemoryAccess + ?Sized>(&mut self, mem: &mut M) -> Exec {
         let mut retired = false;
-        while self.held.contains(self.epsn) {
-            if self.msg != Message::Idle {
-                // A conforming requester never sends a WRITE_ONLY inside another message.
-                return Self::fatal(self.epsn, NakCode::InvalidRequest);
-            }
-            self.bump_msn();
-            self.epsn = self.epsn.add(1);
+        loop {
             self.held.advance(self.epsn);
-            retired = true;
+            if !self.held.contains(self.epsn) {
+                break;
+            }
+            let slot = (self.epsn.value() % SR_WINDOW) as usize;
+            match self.held_pkts[slot].take() {
+                Some(h) if h.hdr.bth.psn == self.epsn => {
+                    let data = if h.hdr.bth.opcode.is_send() || h.hdr.bth.opcode.is_write() {
+                        Data::Placed(h.len as usize)
+                    } else {
+                        Data::Bytes(&[])
+                    };
+                    self.execute(&h.hdr, data, mem)?;
+                    retired = true;
+                    if self.epsn == h.hdr.bth.psn {
+                        // Not executed (RNR): judged again when it is resent.
+                        self.held.clear();
+                        break;
+                    }
+                }
+                _ => {
+                    self.held.remove(self.epsn);
+                    break;
+                }
+            }
         }
+        self.held.advance(self.epsn);
         if self.held.first_from(self.epsn).is_some() {
             if !self.nak_sent {
-                self.nak_sent = true;
-                self.push_ack(self.epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+                self.push_sack();
             }
         } else if retired {
             self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
@@ -492,7 +705,7 @@ impl<const RQ: usize> Responder<RQ> {
     fn exec_send<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
-        payload: &[u8],
+        payload: Data<'_>,
         mem: &mut M,
     ) -> Exec {
         let op = hdr.bth.opcode;
@@ -524,7 +737,11 @@ impl<const RQ: usize> Responder<RQ> {
             self.msg = Message::Idle;
             return Self::fatal(psn, NakCode::InvalidRequest);
         }
-        if scatter(mem, &recv.sg_list, offset, payload).is_err() {
+        let scattered = match payload {
+            Data::Bytes(b) => scatter(mem, &recv.sg_list, offset, b),
+            Data::Placed(_) => Ok(()),
+        };
+        if scattered.is_err() {
             self.complete_recv(WcStatus::LocProtErr, WcOpcode::Recv, 0, None);
             self.msg = Message::Idle;
             return Self::fatal(psn, NakCode::RemoteOperationalError);
@@ -544,7 +761,7 @@ impl<const RQ: usize> Responder<RQ> {
     fn exec_write<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
-        payload: &[u8],
+        payload: Data<'_>,
         mem: &mut M,
     ) -> Exec {
         let op = hdr.bth.opcode;
@@ -603,11 +820,11 @@ impl<const RQ: usize> Responder<RQ> {
             }
             (va, rkey, remaining, total)
         };
-        if !payload.is_empty()
-            && mem
-                .write(rkey, va, payload, AccessKind::RemoteWrite)
-                .is_err()
-        {
+        let written = match payload {
+            Data::Bytes(b) if !b.is_empty() => mem.write(rkey, va, b, AccessKind::RemoteWrite),
+            _ => Ok(()),
+        };
+        if written.is_err() {
             return Self::fatal(psn, NakCode::RemoteAccessError);
         }
         let n = payload.len() as u32;
@@ -690,14 +907,43 @@ impl<const RQ: usize> Responder<RQ> {
             ctr.dropped_packets += 1;
             return;
         };
+        let selective = self.selective();
         let r = &mut self.resources[slot];
         let k = psn.distance_from(r.first_psn);
         let skip = (k as u64 * mtu).min(r.len as u64);
-        let matches = reth.rkey == r.rkey
-            && reth.va == r.va.wrapping_add(skip)
-            && reth.dma_len as u64 == r.len as u64 - skip;
+        let tail = r.len as u64 - skip;
+        // Selective repeat re-READs any run of responses; go-back-N always the whole tail.
+        let len_ok = if selective {
+            reth.dma_len as u64 <= tail && (reth.dma_len > 0 || tail == 0)
+        } else {
+            reth.dma_len as u64 == tail
+        };
+        let matches = reth.rkey == r.rkey && reth.va == r.va.wrapping_add(skip) && len_ok;
         if !matches {
             ctr.dropped_packets += 1;
+            return;
+        }
+        if selective {
+            let mut end = (k + self.mtu.packets(reth.dma_len)).min(r.npkts);
+            if r.queued {
+                // The reply in progress still carries what it has not sent yet.
+                end = end.min(r.next);
+                if k >= end {
+                    return;
+                }
+            }
+            if self.out.is_full() {
+                ctr.dropped_packets += 1;
+                return;
+            }
+            // Ahead of the queue: the requester's window is stuck until these arrive. Responses
+            // still leave before every ACK/NAK queued after them.
+            let _ = self.out.push_front(Response::ReadPart {
+                slot,
+                start: k,
+                next: k,
+                end,
+            });
             return;
         }
         r.replay = true;
@@ -730,6 +976,9 @@ impl<const RQ: usize> Responder<RQ> {
             }
             // A replay for a stale duplicate: the requester has completed that request (it
             // only reuses the slot within its max_rd_atomic), so the replay is useless.
+            self.cancel_reply(slot);
+        } else if self.selective() {
+            // Partial re-READs of the old request in the slot are stale too.
             self.cancel_reply(slot);
         }
         Ok(slot)
@@ -809,7 +1058,11 @@ impl<const RQ: usize> Responder<RQ> {
     fn cancel_reply(&mut self, slot: usize) {
         let mut kept: Deque<Response, RESP_QUEUE> = Deque::new();
         while let Some(item) = self.out.pop_front() {
-            if item != (Response::Read { slot }) {
+            let mine = match item {
+                Response::Read { slot: s } | Response::ReadPart { slot: s, .. } => s == slot,
+                Response::Ack { .. } => false,
+            };
+            if !mine {
                 let _ = kept.push_back(item);
             }
         }
@@ -833,15 +1086,30 @@ impl<const RQ: usize> Responder<RQ> {
             return Ok(None);
         };
         match item {
-            Response::Ack { psn, syndrome, msn } => {
+            Response::Ack {
+                psn,
+                syndrome,
+                msn,
+                sack: sack_bits,
+            } => {
                 let mut hdr =
                     TransportRepr::new(path.bth(Opcode::RcAcknowledge, psn, false, false));
                 hdr.aeth = Some(AethRepr { syndrome, msn });
-                let Ok(Some(n)) = emit_packet::<()>(&mut hdr, 0, buf, |_| Ok(())) else {
+                let block = sack_bits.map(|held| SackRepr { base: psn, held });
+                let len = block.map_or(0, |b| b.buffer_len());
+                let Ok(Some(n)) = emit_packet::<()>(&mut hdr, len, buf, |out| {
+                    if let Some(b) = block {
+                        b.emit(&mut sack::Packet::new_unchecked(out));
+                    }
+                    Ok(())
+                }) else {
                     return Ok(None);
                 };
                 self.out.pop_front();
                 ctr.tx_packets += 1;
+                if block.is_some() {
+                    ctr.sacks_sent += 1;
+                }
                 match syndrome {
                     Syndrome::Ack { .. } => ctr.acks_sent += 1,
                     Syndrome::RnrNak { .. } => ctr.naks_sent.rnr += 1,
@@ -875,43 +1143,10 @@ impl<const RQ: usize> Responder<RQ> {
             }
             Response::Read { slot } => {
                 let r = self.resources[slot];
-                let k = r.next;
-                let (rel, total) = (k - r.start, r.npkts - r.start);
-                let opcode = if total == 1 {
-                    Opcode::RcRdmaReadResponseOnly
-                } else if rel == 0 {
-                    Opcode::RcRdmaReadResponseFirst
-                } else if rel + 1 == total {
-                    Opcode::RcRdmaReadResponseLast
-                } else {
-                    Opcode::RcRdmaReadResponseMiddle
-                };
-                let psn = r.first_psn.add(k);
-                let mut hdr = TransportRepr::new(path.bth(opcode, psn, false, false));
-                if opcode != Opcode::RcRdmaReadResponseMiddle {
-                    hdr.aeth = Some(AethRepr {
-                        syndrome: Syndrome::ACK_UNLIMITED,
-                        msn: r.msn,
-                    });
-                }
-                let seg = self.mtu.segment_len(r.len, k) as usize;
-                let va = r.va.wrapping_add(k as u64 * self.mtu.bytes() as u64);
-                let emitted = emit_packet(&mut hdr, seg, buf, |out| {
-                    if out.is_empty() {
-                        Ok(())
-                    } else {
-                        mem.read(r.rkey, va, out, AccessKind::RemoteRead)
-                    }
-                });
-                let n = match emitted {
-                    Ok(Some(n)) => n,
-                    Ok(None) => return Ok(None),
-                    Err(_) => {
-                        return Err(FatalNak {
-                            psn,
-                            code: NakCode::RemoteAccessError,
-                        })
-                    }
+                let Some(n) =
+                    self.emit_read_response(&r, r.next, r.start, r.npkts, path, mem, buf, ctr)?
+                else {
+                    return Ok(None);
                 };
                 let res = &mut self.resources[slot];
                 res.next += 1;
@@ -919,10 +1154,85 @@ impl<const RQ: usize> Responder<RQ> {
                     res.queued = false;
                     self.out.pop_front();
                 }
+                Ok(Some(n))
+            }
+            Response::ReadPart {
+                slot,
+                start,
+                next,
+                end,
+            } => {
+                let r = self.resources[slot];
+                let Some(n) = self.emit_read_response(&r, next, start, end, path, mem, buf, ctr)?
+                else {
+                    return Ok(None);
+                };
+                if next + 1 >= end {
+                    self.out.pop_front();
+                } else if let Some(Response::ReadPart { next, .. }) = self.out.front_mut() {
+                    *next += 1;
+                }
+                Ok(Some(n))
+            }
+        }
+    }
+
+    /// Emits READ response packet `k` of resource `r` as part of the reply covering packets
+    /// `start..end` (FIRST/ONLY at `start`, LAST at `end - 1`, AETH on those).
+    ///
+    /// # Errors
+    /// [`FatalNak`] when the memory can no longer be read.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_read_response<M: MemoryAccess + ?Sized>(
+        &self,
+        r: &ReadResource,
+        k: u32,
+        start: u32,
+        end: u32,
+        path: &Path,
+        mem: &mut M,
+        buf: &mut [u8],
+        ctr: &mut RcCounters,
+    ) -> Result<Option<usize>, FatalNak> {
+        let (rel, total) = (k - start, end - start);
+        let opcode = if total == 1 {
+            Opcode::RcRdmaReadResponseOnly
+        } else if rel == 0 {
+            Opcode::RcRdmaReadResponseFirst
+        } else if rel + 1 == total {
+            Opcode::RcRdmaReadResponseLast
+        } else {
+            Opcode::RcRdmaReadResponseMiddle
+        };
+        let psn = r.first_psn.add(k);
+        let mut hdr = TransportRepr::new(path.bth(opcode, psn, false, false));
+        if opcode != Opcode::RcRdmaReadResponseMiddle {
+            hdr.aeth = Some(AethRepr {
+                syndrome: Syndrome::ACK_UNLIMITED,
+                msn: r.msn,
+            });
+        }
+        let seg = self.mtu.segment_len(r.len, k) as usize;
+        let va = r.va.wrapping_add(k as u64 * self.mtu.bytes() as u64);
+        let rkey = r.rkey;
+        let emitted = emit_packet(&mut hdr, seg, buf, |out| {
+            if out.is_empty() {
+                Ok(())
+            } else {
+                mem.read(rkey, va, out, AccessKind::RemoteRead)
+            }
+        });
+        match emitted {
+            Ok(Some(n)) => {
                 ctr.tx_packets += 1;
                 ctr.tx_payload_bytes += seg as u64;
                 Ok(Some(n))
             }
+            Ok(None) => Ok(None),
+            Err(_) => Err(FatalNak {
+                psn,
+                code: NakCode::RemoteAccessError,
+            }),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! payload + pad is a multiple of 4 bytes (rxe_req.c `init_req_packet`: `(-paylen) & 3`).
 //! The ICRC itself needs the IP and UDP headers: see [`icrc`](super::icrc).
 
+use super::opcode::Opcode;
 use super::transport::TransportRepr;
 use super::{Error, Result};
 
@@ -36,6 +37,16 @@ pub struct IbPacket<'a> {
     pub icrc_covered: &'a [u8],
 }
 
+/// `true` when an `opcode` packet may carry `len` payload bytes: any length for the opcodes with
+/// a payload (IBTA Table 38), none for the others — except an ACKNOWLEDGE carrying exactly the
+/// 20 bytes of an rdmesh SACK block ([`super::sack`]; selective repeat between two rdmesh QPs
+/// that negotiated it).
+pub(crate) fn payload_allowed(opcode: Opcode, len: usize) -> bool {
+    len == 0
+        || opcode.header_set().is_some_and(|h| h.payload)
+        || (opcode == Opcode::RcAcknowledge && len == super::sack::HEADER_LEN)
+}
+
 impl<'a> IbPacket<'a> {
     /// Splits a UDP payload. The ICRC is *not* verified here (it needs the IP/UDP headers).
     ///
@@ -44,7 +55,8 @@ impl<'a> IbPacket<'a> {
     /// - [`Error::Truncated`]: no room for the 4-byte ICRC after the headers.
     /// - [`Error::BadLength`]: PadCnt exceeds the bytes between headers and ICRC; payload + pad is
     ///   not a multiple of 4 bytes; or an opcode that carries no payload (ACK, READ request,
-    ///   atomics, CNP) has bytes there.
+    ///   atomics, CNP) has bytes there — except an ACKNOWLEDGE carrying exactly the 20 bytes of
+    ///   an rdmesh SACK block ([`super::sack`]), which the QP reads only in selective repeat.
     pub fn parse(udp_payload: &'a [u8]) -> Result<IbPacket<'a>> {
         let (transport, header_len) = TransportRepr::parse(udp_payload)?;
         if udp_payload.len() < header_len + ICRC_LEN {
@@ -56,9 +68,8 @@ impl<'a> IbPacket<'a> {
         if pad_cnt > body.len() || body.len() % 4 != 0 {
             return Err(Error::BadLength);
         }
-        let carries_payload = transport.bth.opcode.header_set().is_some_and(|h| h.payload);
         let (payload, pad) = body.split_at(body.len() - pad_cnt);
-        if !carries_payload && !payload.is_empty() {
+        if !payload_allowed(transport.bth.opcode, payload.len()) {
             return Err(Error::BadLength);
         }
         let t = &udp_payload[icrc_at..];
@@ -85,15 +96,15 @@ impl<'a> IbPacket<'a> {
     ///
     /// # Errors
     /// The errors of [`TransportRepr::emit`]; [`Error::BadLength`] when the opcode carries no
-    /// payload but `payload` is not empty; [`Error::Truncated`] when `buf` is shorter than
+    /// payload but `payload` is not empty (an rdmesh SACK block on an ACKNOWLEDGE excepted);
+    /// [`Error::Truncated`] when `buf` is shorter than
     /// headers + payload + pad.
     pub fn emit(transport: &TransportRepr, payload: &[u8], buf: &mut [u8]) -> Result<usize> {
         let pad = pad_len(payload.len());
         let mut t = *transport;
         t.bth.pad_cnt = pad as u8;
         t.check()?;
-        let carries_payload = t.bth.opcode.header_set().is_some_and(|h| h.payload);
-        if !carries_payload && !payload.is_empty() {
+        if !payload_allowed(t.bth.opcode, payload.len()) {
             return Err(Error::BadLength);
         }
         let hl = t.header_len();
@@ -185,5 +196,14 @@ mod test {
         assert_eq!(n, 16);
         assert!(IbPacket::parse(&buf[..n + 4]).is_ok());
         assert_eq!(IbPacket::parse(&buf[..n + 8]), Err(Error::BadLength));
+        // An rdmesh SACK block (20 bytes) after the AETH is accepted, other lengths are not.
+        let mut sack = [0u8; 64];
+        sack[..n].copy_from_slice(&buf[..n]);
+        let p = IbPacket::parse(&sack[..n + 20 + 4]).unwrap();
+        assert_eq!(p.payload.len(), 20);
+        // ... and emitted again.
+        let mut again = [0u8; 64];
+        assert_eq!(IbPacket::emit(&t, p.payload, &mut again), Ok(n + 20));
+        assert_eq!(IbPacket::parse(&sack[..n + 24 + 4]), Err(Error::BadLength));
     }
 }

@@ -92,7 +92,7 @@ impl RoceRepr {
         let mut t = self.transport;
         t.bth.pad_cnt = super::ib_packet::pad_len(payload.len()) as u8;
         t.check()?;
-        if !payload.is_empty() && !t.bth.opcode.header_set().is_some_and(|h| h.payload) {
+        if !super::ib_packet::payload_allowed(t.bth.opcode, payload.len()) {
             return Err(Error::BadLength);
         }
         let ib_len = IbPacket::buffer_len(&t, payload.len());

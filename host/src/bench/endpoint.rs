@@ -150,6 +150,8 @@ impl Endpoint {
             gid: local.ip(),
             udp_port: local.port(),
             mtu: self.device.info().active_mtu().bytes(),
+            // A server answers with the mode it chose (`oob::negotiate`).
+            recovery: super::oob::RECOVERY_GO_BACK_N,
         }
     }
 

@@ -196,6 +196,8 @@ pub fn run(opts: &BenchOptions, capture: Option<std::sync::Arc<Capture>>) -> Res
         gid: peer.addr(),
         udp_port: ROCE_V2_UDP_PORT,
         mtu: mtu.bytes(),
+        // perftest peers speak IBTA go-back-N; nothing is negotiated.
+        recovery: super::oob::RECOVERY_GO_BACK_N,
     };
     let max_rd = peer.out_reads.clamp(1, OUT_READS) as u8;
     ep.connect_with(&info, mtu, max_rd)?;

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::bench::endpoint::{common_mtu, spin_time, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
-use crate::bench::oob::{Channel, Hello, QpInfo, Report, Start};
+use crate::bench::oob::{
+    negotiate, recovery_code, Channel, Hello, QpInfo, Report, Start, RECOVERY_NEGOTIATE,
+};
 use crate::bench::pattern;
 use crate::bench::stats::{self, BwResult, LatResult};
 use crate::capture::Capture;
@@ -109,20 +111,6 @@ pub struct BenchOptions {
     pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
     /// Bandwidth tests: print a [`crate::bench::trace`] line this often while the client sends.
     pub report_interval: Option<Duration>,
-}
-
-/// The hello's code of a recovery mode.
-fn recovery_code(r: Recovery) -> u8 {
-    match r {
-        Recovery::GoBackN => 0,
-        Recovery::Selective => 1,
-    }
-}
-
-fn recovery_from_code(c: u8) -> Option<Recovery> {
-    [Recovery::GoBackN, Recovery::Selective]
-        .into_iter()
-        .find(|&r| recovery_code(r) == c)
 }
 
 /// Bytes of buffer the client asks for per side.
@@ -401,7 +389,7 @@ pub(crate) fn route_source(dst: IpAddr) -> Result<IpAddr> {
         .ip())
 }
 
-fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
+fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32, recovery: Recovery) {
     let op = match opts.mode {
         Mode::Write => "RDMA_Write",
         Mode::Send => "Send",
@@ -418,7 +406,7 @@ fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32) {
     if opts.recovery.is_some() || opts.impair.is_some() {
         println!(
             " Recovery: {:?}   Impairment: {}",
-            opts.recovery.unwrap_or_default(),
+            recovery,
             opts.impair
                 .map(|i| i.to_string())
                 .unwrap_or_else(|| "none".into())
@@ -452,24 +440,26 @@ pub enum SizeResult {
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
-    let recovery = opts.recovery.unwrap_or_default();
+    // No --recovery: the server chooses (its own --recovery, else oob::NEGOTIATED_RECOVERY).
+    let asked = opts.recovery.map_or(RECOVERY_NEGOTIATE, recovery_code);
     ch.send_hello(&Hello {
         mode: opts.mode.code(),
         lat: opts.lat,
         verify: opts.verify,
         max_size,
         slots,
-        recovery: recovery_code(recovery),
+        recovery: asked,
     })?;
     let ep = Endpoint::open(choice, (max_size * u64::from(slots)) as usize)?;
-    ep.qp.set_recovery(recovery)?;
     ch.send_qp_info(&ep.info())?;
     let peer = ch.recv_qp_info()?;
+    let recovery = negotiate(peer.recovery, opts.recovery)?;
+    ep.qp.set_recovery(recovery)?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;
     if !opts.quiet {
-        header_line(opts, &ep, &peer, mtu.bytes());
+        header_line(opts, &ep, &peer, mtu.bytes(), recovery);
         println!(
             "{}",
             if opts.lat {
@@ -562,18 +552,7 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
                 hello.slots, hello.max_size
             ))
         })?;
-    let recovery = recovery_from_code(hello.recovery).ok_or_else(|| {
-        Error::Bench(format!(
-            "client asked for unknown recovery mode {}",
-            hello.recovery
-        ))
-    })?;
-    if opts.recovery.is_some_and(|r| r != recovery) {
-        return Err(Error::Bench(format!(
-            "client uses {recovery:?} loss recovery but this server was started with {:?}; give both the same --recovery",
-            opts.recovery.unwrap_or_default()
-        )));
-    }
+    let recovery = negotiate(hello.recovery, opts.recovery)?;
     let ep = Endpoint::open(choice, buf_len as usize)?;
     ep.qp.set_recovery(recovery)?;
     if mode == Mode::Read && hello.verify {
@@ -584,7 +563,10 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
         });
     }
     let peer = ch.recv_qp_info()?;
-    ch.send_qp_info(&ep.info())?;
+    ch.send_qp_info(&QpInfo {
+        recovery: recovery_code(recovery),
+        ..ep.info()
+    })?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
     ch.sync(0)?;

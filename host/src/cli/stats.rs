@@ -115,6 +115,21 @@ pub fn table(snaps: &[Value]) -> String {
                 n(qc, "ce_marks_received"),
                 rate,
             );
+            // Selective repeat (rdmesh<->rdmesh extension): its own line when it did anything.
+            let sr = [
+                ("sacks_tx", "sacks_sent"),
+                ("sacks_rx", "sacks_received"),
+                ("fast_retx", "fast_retransmits"),
+                ("ooo_placed", "out_of_order_placed"),
+                ("dup_dropped", "duplicates_dropped"),
+            ];
+            if q["recovery"].as_str() == Some("selective") || sr.iter().any(|(_, k)| n(qc, k) > 0) {
+                let vals: Vec<String> = sr
+                    .iter()
+                    .map(|(name, k)| format!("{name}={}", n(qc, k)))
+                    .collect();
+                let _ = writeln!(s, "           selective: {}", vals.join(" "));
+            }
             for dir in ["naks_sent", "naks_received"] {
                 if nak_total(&qc[dir]) == 0 {
                     continue;
@@ -192,7 +207,8 @@ mod test {
             r#"{"pid": 42, "process": "rdmesh", "device": "soft-lo", "netdev": "lo", "local": "127.0.0.1:4791",
                 "counters": {"tx_packets": 10, "rx_packets": 9, "icrc_errors": 1},
                 "qps": [{"qpn": 17, "state": "RTS", "counters": {"tx_packets": 123, "retransmitted_packets": 5,
-                         "naks_received": {"psn_sequence": 2, "rnr": 1}, "naks_sent": {}, "current_rate_mbps": 900}}]}"#,
+                         "naks_received": {"psn_sequence": 2, "rnr": 1}, "naks_sent": {}, "current_rate_mbps": 900,
+                         "sacks_sent": 4, "fast_retransmits": 2}}]}"#,
         )
         .unwrap();
         let t = table(&[v]);
@@ -210,6 +226,10 @@ mod test {
         assert_eq!(cols[10], "1", "rnr: {row}");
         assert_eq!(cols[16], "900");
         assert!(t.contains("naks_received: psn_sequence=2 rnr=1"), "{t}");
+        assert!(
+            t.contains("selective: sacks_tx=4 sacks_rx=0 fast_retx=2 ooo_placed=0 dup_dropped=0"),
+            "{t}"
+        );
         assert_eq!(table(&[]), "no open rdmesh devices\n");
     }
 }

@@ -3,6 +3,7 @@
 //! WRITEs, the in-flight cap, and when the mode may be chosen.
 
 use super::*;
+use crate::wire::RethRepr;
 
 const KEY_A: u32 = 0xa4;
 const KEY_B: u32 = 0xb4;
@@ -71,11 +72,15 @@ fn one_lost_packet_is_resent_alone() {
     );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    // 103..=109 placed out of order, one NAK for 102, only 102 resent; no timer.
+    // 103..=109 placed out of order; SACKs on the first (103), the fourth held since (107)
+    // and the last (109, AckReq); 102 resent once the SACK shows 107 (DUP_THRESH), no timer.
     assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(b.out_of_sequence_requests, 7);
-    assert_eq!(b.naks_sent.psn_sequence, 1);
-    assert_eq!(a.naks_received.psn_sequence, 1);
+    assert_eq!(b.naks_sent.psn_sequence, 3);
+    assert_eq!(b.sacks_sent, 3);
+    assert_eq!(a.naks_received.psn_sequence, 3);
+    assert_eq!(a.sacks_received, 3);
+    assert_eq!(a.fast_retransmits, 1);
     assert_eq!(a.retransmitted_packets, 1);
     assert_eq!(a.timeouts, 0);
     assert_eq!(p.now, t0);
@@ -150,11 +155,12 @@ fn random_loss_selective_resends_exactly_the_lost_packets() {
 }
 
 #[test]
-fn reordered_packet_costs_one_spurious_resend() {
+fn reordered_packet_is_not_resent() {
     // 102 arrives after 103. Go-back-N: B drops 103 and NAKs 102, then — 103 having been
     // dropped — NAKs 103 on 104; A goes back twice (102..=109, then 103..=109: 15 packets,
-    // 8 of them duplicates at B). Selective: B keeps 103, A resends 102 alone (a duplicate).
-    for (recovery, resent, dups) in [(Recovery::GoBackN, 15, 8), (Recovery::Selective, 1, 1)] {
+    // 8 of them duplicates at B). Selective: B keeps 103 and SACKs it; one PSN beyond 102 is
+    // below DUP_THRESH, so A resends nothing.
+    for (recovery, resent, dups) in [(Recovery::GoBackN, 15, 8), (Recovery::Selective, 0, 0)] {
         let mut p = pair(recovery, 2560);
         write(&mut p, 1, 0, 2560);
         while p.transmit(Dir::AtoB) {}
@@ -172,11 +178,12 @@ fn reordered_packet_costs_one_spurious_resend() {
 }
 
 #[test]
-fn tail_losses_recover_after_one_timeout() {
+fn tail_losses_recover_after_timeouts() {
     // The last 3 packets are lost: nothing follows them, so only the timer notices.
-    // Go-back-N resends all 10; selective repeat resends the oldest unacknowledged packet
-    // (a duplicate that fetches the ACK point), then each packet at the new ACK point.
-    for (recovery, resent) in [(Recovery::GoBackN, 10), (Recovery::Selective, 4)] {
+    // Go-back-N resends all 10 after one timeout; selective repeat resends the oldest
+    // unacknowledged packet (a duplicate that fetches the ACK point), and after a second
+    // timeout — now with only 3 PSNs in flight (RTO_low) — the 3 lost ones.
+    for (recovery, resent, timeouts) in [(Recovery::GoBackN, 10, 1), (Recovery::Selective, 4, 2)] {
         let mut p = pair(recovery, 2560);
         write(&mut p, 1, 0, 2560);
         let t0 = p.now;
@@ -187,18 +194,19 @@ fn tail_losses_recover_after_one_timeout() {
         );
         assert_delivered_once(&p, 2560);
         let a = p.a.counters();
-        assert_eq!(a.timeouts, 1, "{recovery:?}");
+        assert_eq!(a.timeouts, timeouts, "{recovery:?}");
         assert_eq!(a.retransmitted_packets, resent, "{recovery:?}");
-        assert_eq!(p.now.0 - t0.0, ack_timeout_ns(10).unwrap());
+        // No round-trip sample was taken (no ACK before the losses): the IBTA timeout.
+        assert_eq!(p.now.0 - t0.0, timeouts * ack_timeout_ns(10).unwrap());
     }
 }
 
 #[test]
-fn sends_after_a_hole_are_resent_writes_are_not() {
-    // Selective: B NAKs 100 on the first out-of-order packet, then 101 and 102 as the resent
-    // SENDs fill the holes one by one (held WRITEs lie beyond); A ignores the last two, having
-    // resent those PSNs already.
-    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 4, 3)] {
+fn sends_after_a_hole_are_placed_not_resent() {
+    // Selective: SEND packets carry a placement header, so B places 101..=107 (SEND middle
+    // and last, the split WRITE, the second SEND) and SACKs on 101, 102 (AckReq), 106
+    // (AckReq) and 107 (AckReq); A resends 100 alone.
+    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 1, 4)] {
         let mut p = pair(recovery, 4096);
         p.b.post_recv(recv_wqe(50, &[sge(BASE_B + 2048, 1024, KEY_B)]))
             .unwrap();
@@ -259,8 +267,8 @@ fn sends_after_a_hole_are_resent_writes_are_not() {
         assert_delivered_once(&p, 1024);
         assert_eq!(p.a.counters().retransmitted_packets, resent, "{recovery:?}");
         if recovery == Recovery::Selective {
-            assert_eq!(p.b.counters().out_of_order_placed, 4);
-            // Resent: the SEND packets 100..=102 and 107, not the WRITE.
+            assert_eq!(p.b.counters().out_of_order_placed, 7);
+            // Resent: the lost SEND packet only.
             let resent_psns: Vec<u32> = p
                 .trace
                 .iter()
@@ -268,7 +276,7 @@ fn sends_after_a_hole_are_resent_writes_are_not() {
                 .map(|(_, h, _)| h.bth.psn.value())
                 .skip(8)
                 .collect();
-            assert_eq!(resent_psns, [100, 101, 102, 107]);
+            assert_eq!(resent_psns, [100]);
         }
     }
 }
@@ -385,4 +393,138 @@ fn out_of_order_write_with_bad_rkey_is_not_placed() {
         .write_counts(KEY_B, BASE_B + 512, 2048)
         .iter()
         .all(|&c| c == 0));
+}
+
+#[test]
+fn read_responses_are_placed_out_of_order_and_only_the_lost_one_is_read_again() {
+    // A READs 10 responses (PSN 100..=109) from B; the response at 102 is lost. Selective:
+    // A places 103..=109 on arrival and asks again for 102 alone (a one-packet re-READ);
+    // go-back-N re-READs the tail 102..=109.
+    for (recovery, again, placed) in [(Recovery::GoBackN, 8, 0), (Recovery::Selective, 1, 7)] {
+        let mut p = pair(recovery, 2560);
+        // Source data on B (the pattern), destination on A (zeros).
+        p.mem_b.regions.clear();
+        p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
+        p.mem_a.regions.clear();
+        p.mem_a.add(KEY_A, BASE_A, 2560, Access::ALL, |_| 0);
+        p.a.post_send(send_wqe(
+            1,
+            SendOpcode::RdmaRead,
+            &[sge(BASE_A, 2560, KEY_A)],
+            BASE_B,
+            KEY_B,
+        ))
+        .unwrap();
+        let mut seen = false;
+        p.run_with(10_000, |d, h, _| {
+            if d == Dir::BtoA && h.bth.psn.value() == 102 && !seen {
+                seen = true;
+                return Fate::Drop;
+            }
+            Fate::Deliver
+        });
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)],
+            "{recovery:?}"
+        );
+        assert_eq!(
+            p.mem_a.bytes(KEY_A, BASE_A, 2560),
+            p.mem_b.bytes(KEY_B, BASE_B, 2560)
+        );
+        assert!(
+            p.mem_a
+                .write_counts(KEY_A, BASE_A, 2560)
+                .iter()
+                .all(|&c| c == 1),
+            "{recovery:?}: every byte placed once"
+        );
+        // Responses sent again by B after the loss.
+        let total = p
+            .trace
+            .iter()
+            .filter(|(d, h, _)| *d == Dir::BtoA && h.bth.opcode.is_read_response())
+            .count();
+        assert_eq!(total, 10 + again, "{recovery:?}");
+        assert_eq!(p.a.counters().out_of_order_placed, placed, "{recovery:?}");
+        if recovery == Recovery::Selective {
+            // The re-READ names exactly the missing response: VA + 2·PMTU, one PMTU long.
+            let rereads: Vec<RethRepr> = p
+                .trace
+                .iter()
+                .filter(|(d, h, _)| *d == Dir::AtoB && h.bth.opcode == Opcode::RcRdmaReadRequest)
+                .filter_map(|(_, h, _)| h.reth)
+                .skip(1)
+                .collect();
+            assert_eq!(
+                rereads,
+                [RethRepr {
+                    va: BASE_B + 512,
+                    rkey: KEY_B,
+                    dma_len: 256
+                }]
+            );
+            assert_eq!(p.a.counters().fast_retransmits, 1);
+            assert_eq!(p.a.counters().timeouts, 0);
+        }
+    }
+}
+
+#[test]
+fn read_and_atomic_behind_a_hole_are_deferred_and_executed_once() {
+    // PSN 100 (a WRITE_ONLY) is lost; the READ at 101 and the FETCH_ADD at 102 arrive out of
+    // order. Selective: B defers both (their headers wait in the window), SACKs them, and
+    // executes them in order once 100 is resent; A resends 100 only.
+    let mut p = pair(Recovery::Selective, 4096);
+    p.mem_b.add(0xc0, 0xc000_0000, 8, Access::ALL, |_| 0);
+    let before = p.mem_b.u64_at(0xc0, 0xc000_0000);
+    write(&mut p, 1, 0, 200);
+    p.a.post_send(send_wqe(
+        2,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A + 1024, 256, KEY_A)],
+        BASE_B + 2048,
+        KEY_B,
+    ))
+    .unwrap();
+    p.a.post_send(send_wqe(
+        3,
+        SendOpcode::AtomicFetchAndAdd { add: 5 },
+        &[sge(BASE_A + 3000, 8, KEY_A)],
+        0xc000_0000,
+        0xc0,
+    ))
+    .unwrap();
+    // Posted after the atomic, so not split; it completes last.
+    write(&mut p, 4, 3072, 100);
+    p.run_with(10_000, drop_first_ab(|psn| psn == 100));
+    let wcs = p.send_completions(Dir::AtoB);
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [
+            (1, WcStatus::Success),
+            (2, WcStatus::Success),
+            (3, WcStatus::Success),
+            (4, WcStatus::Success)
+        ]
+    );
+    assert_eq!(p.mem_b.u64_at(0xc0, 0xc000_0000), before.wrapping_add(5));
+    assert!(p
+        .mem_b
+        .write_counts(0xc0, 0xc000_0000, 8)
+        .iter()
+        .all(|&c| c == 1));
+    assert_eq!(
+        p.mem_a.bytes(KEY_A, BASE_A + 1024, 256),
+        p.mem_b.bytes(KEY_B, BASE_B + 2048, 256)
+    );
+    let (a, b) = (p.a.counters(), p.b.counters());
+    assert_eq!(a.retransmitted_packets, 1, "only the lost WRITE packet");
+    assert_eq!(
+        b.out_of_order_placed, 3,
+        "READ, atomic and the last WRITE held"
+    );
+    assert!(b.sacks_sent >= 1 && a.sacks_received >= 1);
+    assert_eq!(a.timeouts, 0);
+    assert_eq!(p.count(Dir::AtoB, Opcode::RcFetchAdd), 1, "never resent");
 }
