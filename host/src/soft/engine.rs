@@ -441,7 +441,17 @@ impl SoftDevice {
             to,
             reason,
         };
-        let active = self.info.active_mtu();
+        // The largest path MTU: the netdev's, or the route's towards the destination when that
+        // is larger (a peer on this host is reached through `lo` whatever netdev the address
+        // is on).
+        let mut active = self.info.active_mtu();
+        if let Some(ah) = attr.ah_attr {
+            if let Some((route, _)) = crate::soft::path_mtu::ib_path_mtu(self.local.ip(), ah.dgid) {
+                if route.bytes() > active.bytes() {
+                    active = route;
+                }
+            }
+        }
         let to = check_transition(from, attr, active, &self.info.netdev)
             .map_err(|r| err(attr.qp_state.unwrap_or(from), r))?;
         if let Some(a) = attr.qp_access_flags {
