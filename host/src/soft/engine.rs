@@ -42,6 +42,8 @@ const MIN_RESCAN_NS: u64 = 10_000;
 /// An application thread that drove progress this recently (ns) keeps the progress thread off
 /// the socket: it runs timers only (see [`SoftDevice::progress`]).
 const APP_GRACE_NS: u64 = 500_000;
+/// Bytes of a plain ACK with its ICRC (BTH + AETH + ICRC).
+const MAX_ACK_LEN: usize = 20;
 /// How long the progress thread keeps receiving without sleeping after the last packet, ns.
 const RX_SPIN_NS: u64 = 50_000;
 /// Most datagrams (or GRO batches) one receive burst takes before it lets the caller go on.
@@ -677,6 +679,14 @@ impl SoftDevice {
             }
         }
         if batch.count > 0 {
+            // An urgent ACK that fits as the batch's last, shorter segment rides in the same GSO
+            // send: one datagram train, one wake-up of the peer (segment i sealed with ID i).
+            let used = batch.used;
+            if ack_hold.urgent() && batch.can_append(MAX_ACK_LEN) {
+                if let Some(n) = ack_hold.take(&mut txbuf[used..used + MAX_ACK_LEN]) {
+                    batch.push(n + 4);
+                }
+            }
             send_data!(&mut txbuf[..batch.used], &batch);
         }
         if ack_hold.due(now.0) || (ack_hold.urgent() && (data_sent || release_urgent)) {

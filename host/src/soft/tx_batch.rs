@@ -81,6 +81,16 @@ impl TxBatch {
                 && self.used + max_len <= MAX_GSO_BYTES)
     }
 
+    /// Whether a packet of `len` bytes may still end the batch as its last segment (the
+    /// batch's segment size or shorter, within the GSO limits).
+    pub(crate) fn can_append(&self, len: usize) -> bool {
+        self.count > 0
+            && !self.closed
+            && len <= self.seg
+            && self.count < self.max_segments
+            && self.used + len <= MAX_GSO_BYTES
+    }
+
     /// Accounts for a packet of `len` bytes just written at `used`.
     pub(crate) fn push(&mut self, len: usize) -> Push {
         if self.count == 0 {
@@ -252,7 +262,9 @@ mod test {
         // Without GSO every packet is its own send.
         assert_eq!(batches(&[8, 8], 1), [vec![8], vec![8]]);
         let mut t = TxBatch::new(64);
+        assert!(!t.can_append(4), "an empty batch has no segment size yet");
         t.push(10);
+        assert!(t.can_append(10) && !t.can_append(11));
         t.push(10);
         t.push(4);
         assert_eq!(
