@@ -679,10 +679,11 @@ impl SoftDevice {
             }
         }
         if batch.count > 0 {
-            // An urgent ACK that fits as the batch's last, shorter segment rides in the same GSO
-            // send: one datagram train, one wake-up of the peer (segment i sealed with ID i).
+            // A held ACK that is urgent or half-way to its deadline rides as the batch's last,
+            // shorter segment in the same GSO send: one datagram train, one wake-up of the peer
+            // (segment i sealed with ID i), instead of a datagram of its own later.
             let used = batch.used;
-            if ack_hold.urgent() && batch.can_append(MAX_ACK_LEN) {
+            if ack_hold.rides(now.0) && batch.can_append(MAX_ACK_LEN) {
                 if let Some(n) = ack_hold.take(&mut txbuf[used..used + MAX_ACK_LEN]) {
                     batch.push(n + 4);
                 }

@@ -178,6 +178,12 @@ impl AckHold {
         self.held && self.urgent
     }
 
+    /// Whether the held ACK should go along with data being sent now: it is urgent, or half of
+    /// its delay has passed (it would soon need a datagram of its own).
+    pub(crate) fn rides(&self, now_ns: u64) -> bool {
+        self.held && (self.urgent || now_ns.saturating_sub(self.since_ns) >= self.delay() / 2)
+    }
+
     /// Whether the held ACK must go now.
     pub(crate) fn due(&self, now_ns: u64) -> bool {
         self.held
@@ -286,6 +292,7 @@ mod test {
         h.sent(4);
         assert!(!h.hold(1_000, &ack, 5, false));
         assert!(!h.due(1_000));
+        assert!(!h.rides(1_000) && h.rides(1_000 + ACK_DELAY_NS / 2));
         assert!(h.due(1_000 + ACK_DELAY_NS));
         assert_eq!(h.deadline(), Some(1_000 + ACK_DELAY_NS));
         assert!(
