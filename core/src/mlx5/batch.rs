@@ -18,7 +18,7 @@
 //!
 //! [`Effect`]: super::doorbell::Effect
 
-use super::doorbell::{BfMode, Bfreg, Effects};
+use super::doorbell::{BfMode, Bfreg, EffectSink, Effects};
 use super::sq::{Posted, SqWriter};
 use super::wqe::{Payload, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 use super::{Error, Result};
@@ -152,7 +152,24 @@ impl Batcher {
         effects: &mut Effects,
     ) -> Result<Posted> {
         effects.clear();
-        let signaled = p.force_signal || self.since_signal + 1 >= self.policy.signal_every as u32;
+        self.post_to(sq, p, effects)
+    }
+
+    /// [`post`](Self::post), handing the doorbell sequence (when one is due) to `sink` one
+    /// effect at a time instead of building a list: the hot path of a backend that executes
+    /// the effects as they come (see [`EffectSink`]).
+    ///
+    /// # Errors
+    /// As [`post`](Self::post).
+    #[inline(always)]
+    pub fn post_to<S: EffectSink + ?Sized>(
+        &mut self,
+        sq: &mut SqWriter<'_>,
+        p: &Post<'_>,
+        sink: &mut S,
+    ) -> Result<Posted> {
+        let since = self.since_signal + 1;
+        let signaled = p.force_signal || since >= self.policy.signal_every as u32;
         let payload = match p.bytes {
             Some(b) if self.goes_inline(p) => Payload::Inline(b),
             _ => Payload::Gather(p.sges),
@@ -168,10 +185,10 @@ impl Batcher {
             payload,
         };
         let posted = sq.post(&wr)?;
-        self.since_signal = if signaled { 0 } else { self.since_signal + 1 };
+        self.since_signal = if signaled { 0 } else { since };
         self.pending += 1;
         if self.pending >= self.policy.max_batch as u32 {
-            self.flush(sq, effects);
+            self.flush_to(sq, sink);
         }
         Ok(posted)
     }
@@ -181,10 +198,16 @@ impl Batcher {
     #[inline]
     pub fn flush(&mut self, sq: &mut SqWriter<'_>, effects: &mut Effects) -> bool {
         effects.clear();
+        self.flush_to(sq, effects)
+    }
+
+    /// [`flush`](Self::flush), handing the sequence to `sink` one effect at a time.
+    #[inline(always)]
+    pub fn flush_to<S: EffectSink + ?Sized>(&mut self, sq: &mut SqWriter<'_>, sink: &mut S) -> bool {
         self.pending = 0;
         match sq.take_batch() {
             Some(b) => {
-                self.bfreg.ring_send_into(&b, self.policy.bf, effects);
+                self.bfreg.ring_send_to(&b, self.policy.bf, sink);
                 true
             }
             None => false,

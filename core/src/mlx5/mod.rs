@@ -61,7 +61,8 @@ pub use data::DataRepr;
 pub use datagram::DatagramRepr;
 pub use decode::{decode_wqe, WqeRepr};
 pub use doorbell::{
-    Barrier, BfMode, Bfreg, BfregConfig, DbRecord, Effect, Effects, RecvBatch, SendBatch, WorkQueue,
+    Barrier, BfMode, Bfreg, BfregConfig, DbRecord, Effect, EffectSink, Effects, RecvBatch, SendBatch,
+    WorkQueue,
 };
 pub use eth::EthRepr;
 pub use opcode::Opcode;

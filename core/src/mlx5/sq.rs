@@ -8,7 +8,7 @@
 //! retires them ([`SqWriter::retire`]): a CQE's `wqe_counter` names the last completed WQE,
 //! and every earlier (unsignaled) WQE is complete with it.
 
-use super::ctrl::{CtrlSeg, FmCeSe};
+use super::ctrl::{CtrlSeg, FmCeSe, DS_MASK};
 use super::doorbell::SendBatch;
 use super::wqe::{QpType, SendWr};
 use super::{wqebbs_for_ds, Error, Result, MAX_RING_WQEBBS, WQEBB_LEN};
@@ -42,8 +42,9 @@ pub struct SqWriter<'r> {
     batch_first: u32,
     batch_nreq: u32,
     batch_inline: bool,
-    last_index: u32,
-    last_ds: u32,
+    // Bytes 0..8 of the last WQE's control segment as a big-endian word: the doorbell value,
+    // and (bits 55..40, 5..0) the last WQE index and DS, without reading the ring back.
+    last_head: u64,
 }
 
 impl<'r> SqWriter<'r> {
@@ -73,8 +74,7 @@ impl<'r> SqWriter<'r> {
             batch_first: 0,
             batch_nreq: 0,
             batch_inline: false,
-            last_index: 0,
-            last_ds: 0,
+            last_head: 0,
         })
     }
 
@@ -108,24 +108,20 @@ impl<'r> SqWriter<'r> {
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<Posted> {
         let ds = wr.check(self.qp_type)?;
         let n = wqebbs_for_ds(ds) as u16;
-        if n > self.wqebbs {
-            return Err(Error::Oversize { ds });
-        }
+        // free ≤ wqebbs, so one comparison covers both "larger than the ring" and "full".
         let free = self.free();
         if n > free {
-            return Err(Error::RingFull { needed: n, free });
+            return Err(self.no_room(ds, n, free));
         }
         let idx = self.pc as u16;
         let off = (idx & self.mask) as usize * WQEBB_LEN;
         let ctrl = wr.ctrl(idx, self.qpn, ds, self.signal_bits);
         wr.write(self.ring, off, &ctrl);
-        if self.batch_nreq == 0 {
-            self.batch_first = idx as u32;
-        }
         self.batch_nreq += 1;
-        self.batch_inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
-        self.last_index = idx as u32;
-        self.last_ds = ds as u32;
+        if matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty()) {
+            self.batch_inline = true;
+        }
+        self.last_head = ctrl.head();
         self.pc = idx.wrapping_add(n) as u32;
         Ok(Posted {
             wqe_index: idx,
@@ -134,11 +130,21 @@ impl<'r> SqWriter<'r> {
         })
     }
 
+    #[cold]
+    fn no_room(&self, ds: usize, needed: u16, free: u16) -> Error {
+        if needed > self.wqebbs {
+            Error::Oversize { ds }
+        } else {
+            Error::RingFull { needed, free }
+        }
+    }
+
     /// Retires every WQE up to and including the one at `wqe_counter` (a CQE's
     /// `wqe_counter`); returns the WQEBBs freed.
     ///
     /// # Errors
     /// [`Error::NotOutstanding`] when no outstanding WQE starts at `wqe_counter`.
+    #[inline]
     pub fn retire(&mut self, wqe_counter: u16) -> Result<u16> {
         let outstanding = self.outstanding();
         if wqe_counter.wrapping_sub(self.cc as u16) >= outstanding {
@@ -159,21 +165,19 @@ impl<'r> SqWriter<'r> {
     /// The WQEs posted since the last call, for one doorbell (rdma-core rings once per
     /// `ibv_post_send` call, with the last WQE's control segment); `None` when nothing was
     /// posted. Resets the batch.
+    #[inline]
     pub fn take_batch(&mut self) -> Option<SendBatch> {
         if self.batch_nreq == 0 {
             return None;
         }
-        let off = (self.last_index as u16 & self.mask) as usize * WQEBB_LEN;
-        let mut last_ctrl = [0u8; 8];
-        last_ctrl.copy_from_slice(&self.ring[off..off + 8]);
         let b = SendBatch {
             first_index: self.batch_first as u16,
             end_index: self.pc as u16,
             nreq: self.batch_nreq as u16,
             inline: self.batch_inline,
-            last_index: self.last_index as u16,
-            last_ds: self.last_ds as u8,
-            last_ctrl,
+            last_index: (self.last_head >> 40) as u16,
+            last_ds: self.last_head as u8 & DS_MASK,
+            last_ctrl: self.last_head.to_be_bytes(),
         };
         self.batch_nreq = 0;
         self.batch_inline = false;
