@@ -19,8 +19,8 @@ use std::time::Instant;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rdmesh_core::mlx5::doorbell::BfMode;
 use rdmesh_core::mlx5::{
-    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, Post, QpType, SendFlags,
-    SendWr, Sge, SqWriter, TransportSeg, WrOp,
+    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, QpType, SendFlags, SendWr, Sge,
+    SqWriter, TransportSeg, WrOp,
 };
 
 const RING_WQEBBS: usize = 256;
@@ -93,8 +93,8 @@ impl Single {
     }
 }
 
-/// Batches of `n` WQEs through a [`Batcher`], executing each doorbell effect as the batcher
-/// hands it over ([`Batcher::post_to`]).
+/// Batches of `n` WQEs through a [`Batcher`] ([`Batcher::post_many`], one call per batch),
+/// executing each doorbell effect as the batcher hands it over.
 struct Batched {
     ring: Vec<u8>,
     dbrec: [AtomicU32; 2],
@@ -146,21 +146,29 @@ impl Batched {
             if sq.free() < n {
                 sq.retire(sq.pc().wrapping_sub(1)).unwrap();
             }
-            for _ in 0..n {
-                let sge = [Sge {
-                    addr: 0x5500_0000_0000 + i * 64,
-                    lkey: 0x5678,
-                    len: 64,
-                }];
-                let op = WrOp::RdmaWrite {
-                    raddr: 0x7f00_0000_0000 + i * 64,
-                    rkey: 0x1234,
-                };
-                i += 1;
-                batcher
-                    .post_to(&mut sq, &Post::new(op, &sge), &mut exec)
-                    .unwrap();
-            }
+            // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
+            // by the closure, written by `SqWriter::post_many`, rung through `exec`.
+            let (_, r) = batcher.post_many(
+                &mut sq,
+                n,
+                |_| {
+                    let wr = (
+                        WrOp::RdmaWrite {
+                            raddr: 0x7f00_0000_0000 + i * 64,
+                            rkey: 0x1234,
+                        },
+                        Sge {
+                            addr: 0x5500_0000_0000 + i * 64,
+                            lkey: 0x5678,
+                            len: 64,
+                        },
+                    );
+                    i += 1;
+                    wr
+                },
+                &mut exec,
+            );
+            r.unwrap();
         }
         self.i = i;
         self.pc = sq.pc();

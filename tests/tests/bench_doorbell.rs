@@ -50,7 +50,11 @@ fn json_mmio_writes_per_wqe_are_one_over_n() {
             "batch" => {
                 batch_points += 1;
                 assert_eq!(p["mmio_writes"].as_u64().unwrap() * n, wqes, "{p}");
-                assert_eq!(p["mmio_writes_per_wqe"].as_f64().unwrap(), 1.0 / n as f64, "{p}");
+                assert_eq!(
+                    p["mmio_writes_per_wqe"].as_f64().unwrap(),
+                    1.0 / n as f64,
+                    "{p}"
+                );
                 assert_eq!(p["doorbells_per_wqe"].as_f64().unwrap(), 1.0 / n as f64);
                 assert_eq!(p["cqes_per_wqe"].as_f64().unwrap(), 1.0 / n as f64);
                 assert_eq!(p["blueflame_per_wqe"].as_f64().unwrap(), 0.0);
@@ -122,7 +126,11 @@ fn model_agrees_with_the_envelope_within_ten_percent() {
     let at = |n: u16| {
         r.points
             .iter()
-            .find(|p| p.size == 64 && p.batch == n && p.policy == rdmesh_host::cli::bench_doorbell::Policy::Batch)
+            .find(|p| {
+                p.size == 64
+                    && p.batch == n
+                    && p.policy == rdmesh_host::cli::bench_doorbell::Policy::Batch
+            })
             .unwrap()
             .wqe_per_s
     };
@@ -155,7 +163,12 @@ fn plot_is_an_svg_that_parses() {
         .filter(|n| n.has_tag_name("text"))
         .filter_map(|n| n.text().map(|t| t.trim().to_owned()))
         .collect();
-    for label in ["doorbell 64 B", "blueflame 64 B", "batch 64 B", "adaptive 64 B"] {
+    for label in [
+        "doorbell 64 B",
+        "blueflame 64 B",
+        "batch 64 B",
+        "adaptive 64 B",
+    ] {
         assert!(
             texts.iter().any(|t| t == label),
             "legend entry {label:?} missing; texts: {texts:?}"

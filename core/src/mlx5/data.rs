@@ -104,7 +104,10 @@ impl DataRepr {
     /// The 16 bytes as two big-endian words: byte count and lkey, then the address.
     #[inline(always)]
     pub const fn words(&self) -> (u64, u64) {
-        (((self.byte_count as u64) << 32) | self.lkey as u64, self.addr)
+        (
+            ((self.byte_count as u64) << 32) | self.lkey as u64,
+            self.addr,
+        )
     }
 
     /// Writes the 16 bytes; panics below 16 bytes. Same bytes as

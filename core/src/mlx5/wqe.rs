@@ -610,7 +610,7 @@ impl<'a> SendWr<'a> {
 
     /// [`write`](Self::write) into `wqe`, exactly `ds * 16` bytes long.
     #[inline(always)]
-    fn write_flat(&self, wqe: &mut [u8], ctrl: &CtrlRepr) {
+    pub(crate) fn write_flat(&self, wqe: &mut [u8], ctrl: &CtrlRepr) {
         ring::put_words(wqe, 0, (ctrl.head(), ctrl.tail()));
         let mut o = DS_LEN;
         match &self.transport {
@@ -686,7 +686,7 @@ impl<'a> SendWr<'a> {
 /// Marks the branch that calls it as unlikely.
 #[cold]
 #[inline(never)]
-fn cold() {}
+pub(crate) fn cold() {}
 
 #[cfg(test)]
 mod test {

@@ -39,13 +39,22 @@ pub struct DoorbellBenchArgs {
     #[arg(long, default_value = "model")]
     pub provider: String,
     /// Policies to run, comma-separated: doorbell, blueflame, batch, adaptive.
-    #[arg(long, default_value = "doorbell,blueflame,batch,adaptive", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "doorbell,blueflame,batch,adaptive",
+        value_delimiter = ','
+    )]
     pub policies: Vec<String>,
     /// Message sizes in bytes, comma-separated (suffixes K, M accepted).
     #[arg(short = 's', long, default_value = "64,1K,4K", value_delimiter = ',', value_parser = super::parse_size)]
     pub sizes: Vec<u64>,
     /// Batch sizes N (WQEs per doorbell) for the batch and adaptive policies, comma-separated.
-    #[arg(short = 'b', long, default_value = "1,2,4,8,16,32,64", value_delimiter = ',')]
+    #[arg(
+        short = 'b',
+        long,
+        default_value = "1,2,4,8,16,32,64",
+        value_delimiter = ','
+    )]
     pub batches: Vec<u16>,
     /// WQEs per point (rounded up to a multiple of every batch size).
     #[arg(short = 'n', long, default_value_t = 4096)]
@@ -291,11 +300,9 @@ pub fn run(args: &DoorbellBenchArgs) -> Result<()> {
         "model" => run_model(&plan, PcieParams::default())?,
         p => match p.strip_prefix("vfio:") {
             Some(bdf) if !bdf.is_empty() => run_vfio(bdf, &plan)?,
-            _ => {
-                return Err(Error::Config(format!(
-                    "--provider {p}: use 'model' (virtual time) or 'vfio:BDF' (e.g. vfio:0000:01:00.0)"
-                )))
-            }
+            _ => return Err(Error::Config(format!(
+                "--provider {p}: use 'model' (virtual time) or 'vfio:BDF' (e.g. vfio:0000:01:00.0)"
+            ))),
         },
     };
     if let Some(path) = &args.plot {
@@ -490,10 +497,10 @@ fn model_point(
     let mut pending = 0usize;
     let mut ncqe = 0u64;
     let collect = |a: &mut Endpoint,
-                       cqes: &mut VecDeque<(Ps, usize)>,
-                       seq_of_slot: &[usize],
-                       covered: &mut usize,
-                       done_t: &mut [Ps]|
+                   cqes: &mut VecDeque<(Ps, usize)>,
+                   seq_of_slot: &[usize],
+                   covered: &mut usize,
+                   done_t: &mut [Ps]|
      -> Result<u64> {
         let c = a.poll_timed().map_err(err)?;
         let k = c.len() as u64;
@@ -552,10 +559,22 @@ fn model_point(
         if rang {
             rung = j + 1;
             pending = 0;
-            ncqe += collect(&mut rig.a, &mut cqes, &seq_of_slot, &mut covered, &mut done_t)?;
+            ncqe += collect(
+                &mut rig.a,
+                &mut cqes,
+                &seq_of_slot,
+                &mut covered,
+                &mut done_t,
+            )?;
         }
     }
-    ncqe += collect(&mut rig.a, &mut cqes, &seq_of_slot, &mut covered, &mut done_t)?;
+    ncqe += collect(
+        &mut rig.a,
+        &mut cqes,
+        &seq_of_slot,
+        &mut covered,
+        &mut done_t,
+    )?;
     if covered != wqes {
         return Err(err(format!("{covered} of {wqes} WQEs completed")));
     }
@@ -853,7 +872,10 @@ pub fn plot(r: &Report, path: &Path) -> Result<()> {
             .iter()
             .filter(|p| (p.policy, p.size) == *k)
             .collect();
-        if pts.len() == 1 && pts[0].batch == 1 && matches!(k.0, Policy::Doorbell | Policy::Blueflame) {
+        if pts.len() == 1
+            && pts[0].batch == 1
+            && matches!(k.0, Policy::Doorbell | Policy::Blueflame)
+        {
             let v = f(pts[0]);
             vec![(1.0, v), (max_n, v)]
         } else {
@@ -885,7 +907,11 @@ pub fn plot(r: &Report, path: &Path) -> Result<()> {
         chart
             .configure_mesh()
             .x_desc("WQEs per doorbell (N)")
-            .y_desc(if ymax == max_rate * 1.1 { "M WQE/s" } else { "µs" })
+            .y_desc(if ymax == max_rate * 1.1 {
+                "M WQE/s"
+            } else {
+                "µs"
+            })
             .draw()
             .map_err(|e| err(e.to_string()))?;
         for (i, k) in keys.iter().enumerate() {
@@ -897,7 +923,10 @@ pub fn plot(r: &Report, path: &Path) -> Result<()> {
                 .label(format!("{} {} B", k.0.name(), k.1))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
             chart
-                .draw_series(data.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
+                .draw_series(
+                    data.iter()
+                        .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+                )
                 .map_err(|e| err(e.to_string()))?;
         }
         chart

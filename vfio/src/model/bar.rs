@@ -153,7 +153,11 @@ impl Mmio for ModelBar {
     ///
     /// [`ModelCounters`]: super::ModelCounters
     fn write_burst(&self, offset: usize, data: &[u8]) {
-        if data.is_empty() || data.len() % 8 != 0 || self.bad(offset, 8) || self.bad(offset + data.len() - 8, 8) {
+        if data.is_empty()
+            || data.len() % 8 != 0
+            || self.bad(offset, 8)
+            || self.bad(offset + data.len() - 8, 8)
+        {
             return;
         }
         let work = {

@@ -142,7 +142,11 @@ impl PcieParams {
     /// Usable TLP bandwidth of one direction, bytes per ns: lanes × GT/s × 128/130 (Gen3 to
     /// Gen5 line code) less the data-link overhead.
     pub fn tlp_bytes_per_ns(&self) -> f64 {
-        let code = if self.gts <= 5.0 { 8.0 / 10.0 } else { 128.0 / 130.0 };
+        let code = if self.gts <= 5.0 {
+            8.0 / 10.0
+        } else {
+            128.0 / 130.0
+        };
         self.gts * self.lanes as f64 * code * (1.0 - self.dll_overhead) / 8.0
     }
 
@@ -419,7 +423,11 @@ impl PcieState {
         let p = self.params;
         self.cpu += ps(p.cpu_blueflame_ns * (len as f64 / 64.0).max(1.0));
         let t = self.cpu;
-        self.down(t, len + p.mwr_overhead as u64, ps(p.posted_write_latency_ns))
+        self.down(
+            t,
+            len + p.mwr_overhead as u64,
+            ps(p.posted_write_latency_ns),
+        )
     }
 
     /// A DMA write of `len` payload bytes leaving the NIC at `t` (split at MPS): returns when
