@@ -415,7 +415,7 @@ impl<'r> SqWriter<'r> {
 mod test {
     use super::*;
     use crate::mlx5::decode::decode_wqe;
-    use crate::mlx5::wqe::{Payload, Sge, WrOp};
+    use crate::mlx5::wqe::{Payload, SendFlags, Sge, WrOp};
 
     fn write(sges: &[Sge]) -> SendWr<'_> {
         SendWr {
@@ -520,6 +520,70 @@ mod test {
                 assert_eq!(b.tail.len(), 100 - 28);
             }
             _ => panic!("expected inline"),
+        }
+    }
+
+    #[test]
+    fn test_post_many_matches_post() {
+        // One-WQEBB WRITEs, 3-WQEBB inline SENDs, an invalid request (inline on READ), the
+        // ring end and a full ring: the same bytes, counters and errors as one post each.
+        let inl = [0x5au8; 100];
+        let sge = [Sge {
+            addr: 0x1000,
+            lkey: 7,
+            len: 64,
+        }];
+        let make = |k: u16| -> SendWr<'_> {
+            match k % 5 {
+                3 => SendWr {
+                    payload: Payload::Inline(&inl),
+                    ..SendWr::new(WrOp::Send)
+                },
+                4 if k == 9 => SendWr {
+                    payload: Payload::Inline(&inl[..4]),
+                    ..SendWr::new(WrOp::RdmaRead { raddr: 1, rkey: 2 })
+                },
+                _ => SendWr {
+                    flags: SendFlags {
+                        signaled: k % 2 == 0,
+                        ..SendFlags::default()
+                    },
+                    ..write(&sge)
+                },
+            }
+        };
+        let mut ring_a = [0u8; 16 * 64];
+        let mut ring_b = [0u8; 16 * 64];
+        let mut a = SqWriter::new(&mut ring_a, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfffa);
+        let mut b = SqWriter::new(&mut ring_b, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfffa);
+        let mut next = 0u16;
+        for count in [4u16, 7, 3, 12] {
+            let (n, r) = b.post_many(count, |j| make(next + j));
+            let mut want = (count, Ok(()));
+            for j in 0..count {
+                if let Err(e) = a.post(&make(next + j)) {
+                    want = (j, Err(e));
+                    break;
+                }
+            }
+            assert_eq!((n, r), want, "count {count} from {next}");
+            assert_eq!(a.ring(), b.ring());
+            assert_eq!((a.pc(), a.free()), (b.pc(), b.free()));
+            assert_eq!(a.take_batch(), b.take_batch());
+            next += n + u16::from(n < count);
+            if a.free() < 6 {
+                // Retire everything (the last WQE may span WQEBBs: find its start).
+                let pc = a.pc();
+                let start = (1..=16u16)
+                    .map(|d| pc.wrapping_sub(d))
+                    .find(|&i| a.retire(i).is_ok())
+                    .unwrap();
+                b.retire(start).unwrap();
+            }
         }
     }
 
