@@ -300,9 +300,11 @@ pub fn run(args: &DoorbellBenchArgs) -> Result<()> {
         "model" => run_model(&plan, PcieParams::default())?,
         p => match p.strip_prefix("vfio:") {
             Some(bdf) if !bdf.is_empty() => run_vfio(bdf, &plan)?,
-            _ => return Err(Error::Config(format!(
+            _ => {
+                return Err(Error::Config(format!(
                 "--provider {p}: use 'model' (virtual time) or 'vfio:BDF' (e.g. vfio:0000:01:00.0)"
-            ))),
+            )))
+            }
         },
     };
     if let Some(path) = &args.plot {
