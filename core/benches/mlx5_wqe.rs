@@ -19,8 +19,8 @@ use std::time::Instant;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rdmesh_core::mlx5::doorbell::BfMode;
 use rdmesh_core::mlx5::{
-    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Effects, Payload, Post, QpType, SendFlags,
-    SendWr, Sge, SqWriter, TransportSeg, WrOp,
+    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, QpType, SendFlags, SendWr, Sge,
+    SqWriter, TransportSeg, WrOp,
 };
 
 const RING_WQEBBS: usize = 256;
@@ -43,6 +43,7 @@ fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
 
 /// One RDMA WRITE per call plus the dbrec store; retires the whole ring when it is full.
 /// The doorbell record is an atomic so that every store happens (the C side's is volatile).
+/// The loop state lives in locals, as in the C loop.
 struct Single {
     ring: Vec<u8>,
     dbrec: [AtomicU32; 2],
@@ -64,25 +65,36 @@ impl Single {
         let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
-        for _ in 0..iters {
+        let dbrec = &self.dbrec[1];
+        let mut i = self.i;
+        let mut left = iters;
+        while left > 0 {
+            // Ring management outside the posting loop: retire everything when the ring is
+            // full (no device here), then post as many as fit.
             if sq.free() == 0 {
                 sq.retire(sq.pc().wrapping_sub(1)).unwrap();
             }
-            let sge = [Sge {
-                addr: 0x5500_0000_0000 + self.i * 64,
-                lkey: 0x5678,
-                len: 64,
-            }];
-            sq.post(&write_wr(&sge, self.i)).unwrap();
-            self.i += 1;
-            compiler_fence(Ordering::SeqCst);
-            self.dbrec[1].store(u32::from_ne_bytes(sq.dbrec()), Ordering::Relaxed);
+            let k = left.min(sq.free() as u64);
+            left -= k;
+            for _ in 0..k {
+                let sge = [Sge {
+                    addr: 0x5500_0000_0000 + i * 64,
+                    lkey: 0x5678,
+                    len: 64,
+                }];
+                sq.post(&write_wr(&sge, i)).unwrap();
+                i += 1;
+                compiler_fence(Ordering::SeqCst);
+                dbrec.store(u32::from_ne_bytes(sq.dbrec()), Ordering::Relaxed);
+            }
         }
+        self.i = i;
         self.pc = sq.pc();
     }
 }
 
-/// Batches of `n` WQEs through a [`Batcher`], executing the effects.
+/// Batches of `n` WQEs through a [`Batcher`] ([`Batcher::post_many`], one call per batch),
+/// executing each doorbell effect as the batcher hands it over.
 struct Batched {
     ring: Vec<u8>,
     dbrec: [AtomicU32; 2],
@@ -90,7 +102,6 @@ struct Batched {
     pc: u16,
     i: u64,
     batcher: Batcher,
-    effects: Effects,
 }
 
 impl Batched {
@@ -108,47 +119,60 @@ impl Batched {
             pc: 0,
             i: 0,
             batcher: Batcher::new(policy, Bfreg::new(BfregConfig::blueflame(0x800, 256))).unwrap(),
-            effects: Effects::new(),
         }
     }
 
     fn run(&mut self, iters: u64) {
-        let n = self.batcher.policy().max_batch;
+        let mut batcher = self.batcher;
+        let n = batcher.policy().max_batch;
         let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
-        for _ in 0..iters {
-            if sq.free() == 0 || (self.batcher.pending() == 0 && sq.free() < n) {
+        let (dbrec, uar) = (&self.dbrec, &self.uar[..]);
+        let mut exec = |e: Effect| match e {
+            Effect::WriteWqes { .. } | Effect::Lock | Effect::Unlock => {}
+            Effect::Barrier(_) => compiler_fence(Ordering::SeqCst),
+            Effect::DbrecStore { record, value } => {
+                dbrec[record.dword()].store(u32::from_ne_bytes(value), Ordering::Relaxed)
+            }
+            Effect::Mmio64 { offset, value } => {
+                uar[offset as usize / 8].store(u64::from_ne_bytes(value), Ordering::Relaxed)
+            }
+            Effect::BlueFlame { .. } => unreachable!("BfMode::Off"),
+        };
+        let mut i = self.i;
+        // As the C loop: `iters / n` doorbells of n WQEs each.
+        for _ in 0..iters / n as u64 {
+            if sq.free() < n {
                 sq.retire(sq.pc().wrapping_sub(1)).unwrap();
             }
-            let sge = [Sge {
-                addr: 0x5500_0000_0000 + self.i * 64,
-                lkey: 0x5678,
-                len: 64,
-            }];
-            let op = WrOp::RdmaWrite {
-                raddr: 0x7f00_0000_0000 + self.i * 64,
-                rkey: 0x1234,
-            };
-            self.i += 1;
-            self.batcher
-                .post(&mut sq, &Post::new(op, &sge), &mut self.effects)
-                .unwrap();
-            if !self.effects.is_empty() {
-                for e in &self.effects {
-                    match e {
-                        Effect::WriteWqes { .. } | Effect::Lock | Effect::Unlock => {}
-                        Effect::Barrier(_) => compiler_fence(Ordering::SeqCst),
-                        Effect::DbrecStore { record, value } => self.dbrec[record.dword()]
-                            .store(u32::from_ne_bytes(*value), Ordering::Relaxed),
-                        Effect::Mmio64 { offset, value } => self.uar[*offset as usize / 8]
-                            .store(u64::from_ne_bytes(*value), Ordering::Relaxed),
-                        Effect::BlueFlame { .. } => unreachable!("BfMode::Off"),
-                    }
-                }
-            }
+            // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
+            // by the closure, written by `SqWriter::post_many`, rung through `exec`.
+            let (_, r) = batcher.post_many(
+                &mut sq,
+                n,
+                |_| {
+                    let wr = (
+                        WrOp::RdmaWrite {
+                            raddr: 0x7f00_0000_0000 + i * 64,
+                            rkey: 0x1234,
+                        },
+                        Sge {
+                            addr: 0x5500_0000_0000 + i * 64,
+                            lkey: 0x5678,
+                            len: 64,
+                        },
+                    );
+                    i += 1;
+                    wr
+                },
+                &mut exec,
+            );
+            r.unwrap();
         }
+        self.i = i;
         self.pc = sq.pc();
+        self.batcher = batcher;
     }
 }
 

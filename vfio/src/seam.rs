@@ -44,6 +44,17 @@ pub trait Mmio: Send + Sync {
     fn write_bytes64(&self, offset: usize, bytes: [u8; 8]) {
         self.write64(offset, u64::from_le_bytes(bytes))
     }
+    /// A write-combined burst: `data` (a multiple of 8 bytes, at most 64, 8-byte aligned)
+    /// stored at `offset` with 64-bit stores in order, as rdma-core's `mlx5_bf_copy` does
+    /// through a write-combining mapping — one PCIe write of `data.len()` bytes on a device.
+    /// The default issues the 8-byte stores one by one.
+    fn write_burst(&self, offset: usize, data: &[u8]) {
+        for (i, c) in data.chunks_exact(8).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            self.write_bytes64(offset + i * 8, b);
+        }
+    }
 }
 
 /// Errors of DMA memory.

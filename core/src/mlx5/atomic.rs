@@ -78,11 +78,16 @@ impl AtomicRepr {
         LEN
     }
 
+    /// The 16 bytes as two big-endian words: swap (or add), then compare.
+    #[inline(always)]
+    pub const fn words(&self) -> (u64, u64) {
+        (self.swap_add, self.compare)
+    }
+
     /// Writes the 16 bytes; panics below 16 bytes.
     #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut AtomicSeg<&mut T>) {
-        seg.set_swap_add(self.swap_add);
-        seg.set_compare(self.compare);
+        crate::mlx5::ring::put_words(seg.buffer.as_mut(), 0, self.words());
     }
 }
 

@@ -18,8 +18,8 @@
 //!
 //! [`Effect`]: super::doorbell::Effect
 
-use super::doorbell::{BfMode, Bfreg, Effects};
-use super::sq::{Posted, SqWriter};
+use super::doorbell::{BfMode, Bfreg, EffectSink, Effects};
+use super::sq::{AsSendWr, OneSge, Posted, SqWriter};
 use super::wqe::{Payload, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 use super::{Error, Result};
 
@@ -90,9 +90,9 @@ impl<'a> Post<'a> {
 pub struct Batcher {
     policy: BatchPolicy,
     bfreg: Bfreg,
-    // u32 rather than u16: see the note on SqWriter's counters.
+    // u32 rather than u16: see the note on SqWriter's counters. The WQEs pending a doorbell
+    // are counted by the SqWriter (`SqWriter::batch_len`), not twice.
     since_signal: u32,
-    pending: u32,
 }
 
 impl Batcher {
@@ -108,7 +108,6 @@ impl Batcher {
             policy,
             bfreg,
             since_signal: 0,
-            pending: 0,
         })
     }
 
@@ -117,9 +116,9 @@ impl Batcher {
         self.policy
     }
 
-    /// WQEs written but not yet announced by a doorbell.
-    pub const fn pending(&self) -> u16 {
-        self.pending as u16
+    /// WQEs written to `sq` but not yet announced by a doorbell.
+    pub fn pending(&self, sq: &SqWriter<'_>) -> u16 {
+        sq.batch_len()
     }
 
     /// `true` when `p` would be sent inline under this policy.
@@ -152,7 +151,24 @@ impl Batcher {
         effects: &mut Effects,
     ) -> Result<Posted> {
         effects.clear();
-        let signaled = p.force_signal || self.since_signal + 1 >= self.policy.signal_every as u32;
+        self.post_to(sq, p, effects)
+    }
+
+    /// [`post`](Self::post), handing the doorbell sequence (when one is due) to `sink` one
+    /// effect at a time instead of building a list: the hot path of a backend that executes
+    /// the effects as they come (see [`EffectSink`]).
+    ///
+    /// # Errors
+    /// As [`post`](Self::post).
+    #[inline(always)]
+    pub fn post_to<S: EffectSink + ?Sized>(
+        &mut self,
+        sq: &mut SqWriter<'_>,
+        p: &Post<'_>,
+        sink: &mut S,
+    ) -> Result<Posted> {
+        let since = self.since_signal + 1;
+        let signaled = p.force_signal || since >= self.policy.signal_every as u32;
         let payload = match p.bytes {
             Some(b) if self.goes_inline(p) => Payload::Inline(b),
             _ => Payload::Gather(p.sges),
@@ -168,12 +184,107 @@ impl Batcher {
             payload,
         };
         let posted = sq.post(&wr)?;
-        self.since_signal = if signaled { 0 } else { self.since_signal + 1 };
-        self.pending += 1;
-        if self.pending >= self.policy.max_batch as u32 {
-            self.flush(sq, effects);
+        self.since_signal = if signaled { 0 } else { since };
+        if sq.batch_len() >= self.policy.max_batch {
+            self.flush_to(sq, sink);
         }
         Ok(posted)
+    }
+
+    /// Posts `count` single-SGE work requests `make(k)` = (operation, gather entry), `k` = 0,
+    /// 1, …, `count` − 1, under the policy — signaling every K-th, ringing through `sink`
+    /// whenever `max_batch` are pending — with the same WQEs and doorbells as `count` calls
+    /// of [`post_to`](Self::post_to) with [`Post::new`]; returns how many were posted.
+    ///
+    /// The WQEs between two doorbells go through [`SqWriter::post_many`]: one bounds check
+    /// and one counter update per run, the per-WQE work is the WQE's stores.
+    ///
+    /// # Errors
+    /// As [`SqWriter::post_many`], after ringing for what was posted up to `max_batch`.
+    #[inline(always)]
+    pub fn post_many<S, F>(
+        &mut self,
+        sq: &mut SqWriter<'_>,
+        count: u16,
+        mut make: F,
+        sink: &mut S,
+    ) -> (u16, Result<()>)
+    where
+        S: EffectSink + ?Sized,
+        F: FnMut(u16) -> (WrOp, Sge),
+    {
+        if count == 1 {
+            // A batch of one: exactly `post_to`.
+            let (op, sge) = make(0);
+            return match self.post_to(sq, &Post::new(op, &[sge]), sink) {
+                Ok(_) => (1, Ok(())),
+                Err(e) => (0, Err(e)),
+            };
+        }
+        let k_every = self.policy.signal_every as u32;
+        let mut done = 0u16;
+        while done < count {
+            let room = self.policy.max_batch.saturating_sub(sq.batch_len()).max(1);
+            let chunk = (count - done).min(room);
+            let since = self.since_signal;
+            let base = done;
+            let one = |op: WrOp, sge: Sge, signaled: bool| OneSge {
+                op,
+                flags: SendFlags {
+                    signaled,
+                    ..SendFlags::default()
+                },
+                sge,
+            };
+            // WQE `k` of the chunk is signaled when (since + k + 1) is a multiple of K: with
+            // K at least the chunk, that is at most the one WQE `K - 1 - since`.
+            let (n, r, next) = if chunk == 1 {
+                // One WQE (the last of a batch): no run to set up.
+                let (op, sge) = make(base);
+                let signaled = since + 1 >= k_every;
+                let next = if signaled { 0 } else { since + 1 };
+                match one(op, sge, signaled).with_wr(|wr| sq.post(wr)) {
+                    Ok(_) => (1, Ok(()), next),
+                    Err(e) => (0, Err(e), since),
+                }
+            } else if k_every >= u32::from(chunk) {
+                let sig_k = k_every - 1 - since;
+                let (n, r) = sq.post_many(chunk, |k| {
+                    let (op, sge) = make(base + k);
+                    one(op, sge, u32::from(k) == sig_k)
+                });
+                // At most one signal in the chunk (n ≤ K): no division.
+                let s = since + u32::from(n);
+                (n, r, if s >= k_every { s - k_every } else { s })
+            } else {
+                let mut c = since;
+                let (n, r) = sq.post_many(chunk, |k| {
+                    let (op, sge) = make(base + k);
+                    c += 1;
+                    let signaled = c >= k_every;
+                    if signaled {
+                        c = 0;
+                    }
+                    one(op, sge, signaled)
+                });
+                // The signal count follows the WQEs posted (`make` ran once more on error).
+                let next = if r.is_ok() {
+                    c
+                } else {
+                    (since + u32::from(n)) % k_every
+                };
+                (n, r, next)
+            };
+            self.since_signal = next;
+            done += n;
+            if sq.batch_len() >= self.policy.max_batch {
+                self.flush_to(sq, sink);
+            }
+            if let Err(e) = r {
+                return (done, Err(e));
+            }
+        }
+        (done, Ok(()))
     }
 
     /// Rings the doorbell for the pending WQEs: `effects` receives the sequence (cleared
@@ -181,10 +292,19 @@ impl Batcher {
     #[inline]
     pub fn flush(&mut self, sq: &mut SqWriter<'_>, effects: &mut Effects) -> bool {
         effects.clear();
-        self.pending = 0;
+        self.flush_to(sq, effects)
+    }
+
+    /// [`flush`](Self::flush), handing the sequence to `sink` one effect at a time.
+    #[inline(always)]
+    pub fn flush_to<S: EffectSink + ?Sized>(
+        &mut self,
+        sq: &mut SqWriter<'_>,
+        sink: &mut S,
+    ) -> bool {
         match sq.take_batch() {
             Some(b) => {
-                self.bfreg.ring_send_into(&b, self.policy.bf, effects);
+                self.bfreg.ring_send_to(&b, self.policy.bf, sink);
                 true
             }
             None => false,
@@ -258,6 +378,83 @@ mod test {
         );
         assert!(!b.flush(&mut sq, &mut e));
         assert!(e.is_empty());
+    }
+
+    #[test]
+    fn test_post_many_matches_post_to() {
+        // Through the ring end and the 16-bit counter wrap, with retirements in between: the
+        // same ring bytes and the same doorbells as one post_to per WQE.
+        for (n, k) in [(1u16, 1u16), (4, 2), (8, 8), (5, 3)] {
+            let mut ring_a = [0u8; 16 * 64];
+            let mut ring_b = [0u8; 16 * 64];
+            let mut a = SqWriter::new(&mut ring_a, 9, QpType::Rc)
+                .unwrap()
+                .with_counter(0xfff9);
+            let mut b = SqWriter::new(&mut ring_b, 9, QpType::Rc)
+                .unwrap()
+                .with_counter(0xfff9);
+            let bf = Bfreg::new(BfregConfig::blueflame(0x800, 256));
+            let mut ba = Batcher::new(policy(n, k, 0, BfMode::Off), bf).unwrap();
+            let mut bb = Batcher::new(policy(n, k, 0, BfMode::Off), bf).unwrap();
+            let wr = |i: u16| {
+                (
+                    WrOp::RdmaWrite {
+                        raddr: 0x1000 * u64::from(i),
+                        rkey: 5,
+                    },
+                    Sge {
+                        addr: u64::from(i),
+                        lkey: 6,
+                        len: 64,
+                    },
+                )
+            };
+            let (mut ea, mut eb) = (
+                heapless::Vec::<Effect, 64>::new(),
+                heapless::Vec::<Effect, 64>::new(),
+            );
+            let mut i = 0u16;
+            for round in 0..6 {
+                let count = [3u16, 11, 1, 7, 16, 2][round];
+                if a.free() < count {
+                    let last = a.pc().wrapping_sub(1);
+                    a.retire(last).unwrap();
+                    b.retire(last).unwrap();
+                }
+                let mut sink_a = |e: Effect| {
+                    let _ = ea.push(e);
+                };
+                for j in 0..count {
+                    let (op, sge) = wr(i + j);
+                    ba.post_to(&mut a, &Post::new(op, &[sge]), &mut sink_a)
+                        .unwrap();
+                }
+                let mut sink_b = |e: Effect| {
+                    let _ = eb.push(e);
+                };
+                let base = i;
+                let (done, r) = bb.post_many(&mut b, count, |j| wr(base + j), &mut sink_b);
+                assert_eq!((done, r), (count, Ok(())));
+                i += count;
+                assert_eq!(a.pc(), b.pc());
+                assert_eq!(a.ring(), b.ring(), "N={n} K={k} round {round}");
+                assert_eq!(ea, eb, "N={n} K={k} round {round}");
+                ea.clear();
+                eb.clear();
+            }
+            // A full ring: both stop at the same WQE with the same error.
+            let (op, sge) = wr(0);
+            let free = a.free();
+            let mut sink = |_e: Effect| {};
+            let (done, r) = bb.post_many(&mut b, free + 1, |_| wr(0), &mut sink);
+            assert_eq!(done, free);
+            assert!(matches!(r, Err(Error::RingFull { .. })));
+            for _ in 0..free {
+                ba.post_to(&mut a, &Post::new(op, &[sge]), &mut sink)
+                    .unwrap();
+            }
+            assert_eq!(a.ring(), b.ring());
+        }
     }
 
     #[test]

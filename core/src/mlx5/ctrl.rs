@@ -286,24 +286,35 @@ impl CtrlRepr {
         LEN
     }
 
+    /// Bytes 0–7 as one big-endian word: opmod, WQE index, opcode, QPN (low 24 bits), DS
+    /// (masked to 6 bits). `head().to_be_bytes()` is what the 8-byte doorbell carries.
+    #[inline(always)]
+    pub fn head(&self) -> u64 {
+        ((self.opmod as u64) << 56)
+            | ((self.wqe_index as u64) << 40)
+            | ((u8::from(self.opcode) as u64) << 32)
+            | (((self.qpn & 0x00ff_ffff) as u64) << 8)
+            | (self.ds & DS_MASK) as u64
+    }
+
+    /// Bytes 8–15 as one big-endian word: signature, DCI stream channel, `fm_ce_se`, imm.
+    #[inline(always)]
+    pub fn tail(&self) -> u64 {
+        ((self.signature as u64) << 56)
+            | ((self.dci_stream_channel_id as u64) << 40)
+            | ((self.fm_ce_se.0 as u64) << 32)
+            | self.imm as u64
+    }
+
     /// Writes all 16 bytes (the QPN's low 24 bits, DS masked to 6 bits); panics if the buffer
     /// is shorter than 16 bytes. Same bytes as `mlx5dv_set_ctrl_seg(seg, wqe_index, opcode,
     /// opmod, qpn, fm_ce_se, ds, signature, htobe32(imm))` with the reserved bytes zeroed.
     #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut CtrlSeg<&mut T>) {
-        // Built as two big-endian words and four bytes, then stored at once.
-        let w0 = ((self.opmod as u32) << 24)
-            | ((self.wqe_index as u32) << 8)
-            | u8::from(self.opcode) as u32;
-        let w1 = ((self.qpn & 0x00ff_ffff) << 8) | (self.ds & DS_MASK) as u32;
-        let mut b = [0u8; LEN];
-        b[0..4].copy_from_slice(&w0.to_be_bytes());
-        b[4..8].copy_from_slice(&w1.to_be_bytes());
-        b[field::SIGNATURE] = self.signature;
-        b[field::DCI_STREAM_CHANNEL_ID].copy_from_slice(&self.dci_stream_channel_id.to_be_bytes());
-        b[field::FM_CE_SE] = self.fm_ce_se.0;
-        b[field::IMM].copy_from_slice(&self.imm.to_be_bytes());
-        seg.buffer.as_mut()[..LEN].copy_from_slice(&b);
+        // Two big-endian words, two 8-byte stores (not one store per field).
+        let b = &mut seg.buffer.as_mut()[..LEN];
+        b[..8].copy_from_slice(&self.head().to_be_bytes());
+        b[8..].copy_from_slice(&self.tail().to_be_bytes());
     }
 
     /// WQEBBs this WQE consumes: `ceil(ds / 4)`.

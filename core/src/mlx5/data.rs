@@ -101,13 +101,20 @@ impl DataRepr {
         LEN
     }
 
+    /// The 16 bytes as two big-endian words: byte count and lkey, then the address.
+    #[inline(always)]
+    pub const fn words(&self) -> (u64, u64) {
+        (
+            ((self.byte_count as u64) << 32) | self.lkey as u64,
+            self.addr,
+        )
+    }
+
     /// Writes the 16 bytes; panics below 16 bytes. Same bytes as
     /// `mlx5dv_set_data_seg(seg, byte_count, lkey, addr)`.
     #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut DataSeg<&mut T>) {
-        seg.set_byte_count(self.byte_count);
-        seg.set_lkey(self.lkey);
-        seg.set_addr(self.addr);
+        crate::mlx5::ring::put_words(seg.buffer.as_mut(), 0, self.words());
     }
 
     /// `true` for the receive-list terminator (byte count 0 and `MLX5_INVALID_LKEY`).

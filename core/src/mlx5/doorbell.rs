@@ -142,6 +142,30 @@ pub enum Effect {
 /// An ordered list of effects (at most 8 per doorbell).
 pub type Effects = Vec<Effect, 8>;
 
+/// Receives a doorbell sequence one [`Effect`] at a time, in order: an [`Effects`] list
+/// collects them, a closure `FnMut(Effect)` executes them as they come. Executing them
+/// directly (`Bfreg::ring_send_to`, `Batcher::post_to`) builds no list: once inlined, each
+/// effect is a constant the sink's `match` folds, and what remains is the stores themselves.
+pub trait EffectSink {
+    /// The next effect of the sequence.
+    fn effect(&mut self, e: Effect);
+}
+
+impl EffectSink for Effects {
+    /// Appends `e` (a doorbell sequence has at most 8 effects, the capacity).
+    #[inline]
+    fn effect(&mut self, e: Effect) {
+        let _ = self.push(e);
+    }
+}
+
+impl<F: FnMut(Effect)> EffectSink for F {
+    #[inline(always)]
+    fn effect(&mut self, e: Effect) {
+        self(e)
+    }
+}
+
 /// The WQEs posted since the previous doorbell ([`SqWriter::take_batch`](super::SqWriter)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -281,39 +305,50 @@ impl Bfreg {
     #[inline]
     pub fn ring_send_into(&mut self, batch: &SendBatch, mode: BfMode, e: &mut Effects) {
         e.clear();
+        self.ring_send_to(batch, mode, e);
+    }
+
+    /// The same sequence as [`ring_send`](Self::ring_send), handed to `sink` one effect at a
+    /// time (nothing is cleared; no list is built unless the sink builds one).
+    #[inline(always)]
+    pub fn ring_send_to<S: EffectSink + ?Sized>(
+        &mut self,
+        batch: &SendBatch,
+        mode: BfMode,
+        sink: &mut S,
+    ) {
         let reg = self.config.reg_offset + self.offset;
         let bf = self.uses_blueflame(batch, mode);
-        // Capacity 8 holds the longest sequence (7 effects); pushes cannot fail.
-        let _ = e.push(Effect::WriteWqes {
+        sink.effect(Effect::WriteWqes {
             queue: WorkQueue::Send,
             first: batch.first_index,
             count: batch.end_index.wrapping_sub(batch.first_index),
         });
-        let _ = e.push(Effect::Barrier(Barrier::ToDevice));
-        let _ = e.push(Effect::DbrecStore {
+        sink.effect(Effect::Barrier(Barrier::ToDevice));
+        sink.effect(Effect::DbrecStore {
             record: DbRecord::QpSend,
             value: (batch.end_index as u32).to_be_bytes(),
         });
         if self.config.need_lock {
-            let _ = e.push(Effect::Lock);
+            sink.effect(Effect::Lock);
         }
-        let _ = e.push(Effect::Barrier(Barrier::WcStart));
+        sink.effect(Effect::Barrier(Barrier::WcStart));
         if bf {
-            let _ = e.push(Effect::BlueFlame {
+            sink.effect(Effect::BlueFlame {
                 offset: reg,
                 wqe_index: batch.last_index,
                 chunks: wqebbs_for_ds(batch.last_ds as usize) as u8,
             });
         } else {
-            let _ = e.push(Effect::Mmio64 {
+            sink.effect(Effect::Mmio64 {
                 offset: reg,
                 value: batch.last_ctrl,
             });
         }
-        let _ = e.push(Effect::Barrier(Barrier::FlushWrites));
+        sink.effect(Effect::Barrier(Barrier::FlushWrites));
         self.offset ^= self.config.buf_size;
         if self.config.need_lock {
-            let _ = e.push(Effect::Unlock);
+            sink.effect(Effect::Unlock);
         }
     }
 }

@@ -61,13 +61,14 @@ pub use data::DataRepr;
 pub use datagram::DatagramRepr;
 pub use decode::{decode_wqe, WqeRepr};
 pub use doorbell::{
-    Barrier, BfMode, Bfreg, BfregConfig, DbRecord, Effect, Effects, RecvBatch, SendBatch, WorkQueue,
+    Barrier, BfMode, Bfreg, BfregConfig, DbRecord, Effect, EffectSink, Effects, RecvBatch,
+    SendBatch, WorkQueue,
 };
 pub use eth::EthRepr;
 pub use opcode::Opcode;
 pub use raddr::RaddrRepr;
 pub use rq::RqWriter;
-pub use sq::{Posted, SqWriter};
+pub use sq::{AsSendWr, OneSge, Posted, SqWriter};
 pub use wqe::{Payload, QpType, Segment, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 
 /// Send WQE basic block: 64 bytes (`MLX5_SEND_WQE_BB`, mlx5dv.h / qp.h).

@@ -89,12 +89,17 @@ impl RaddrRepr {
         LEN
     }
 
+    /// The 16 bytes as two big-endian words: raddr, then rkey in the high half and the
+    /// reserved word (0) in the low half.
+    #[inline(always)]
+    pub const fn words(&self) -> (u64, u64) {
+        (self.raddr, (self.rkey as u64) << 32)
+    }
+
     /// Writes all 16 bytes (reserved = 0); panics below 16 bytes.
     #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, seg: &mut RaddrSeg<&mut T>) {
-        seg.set_raddr(self.raddr);
-        seg.set_rkey(self.rkey);
-        seg.set_reserved(0);
+        crate::mlx5::ring::put_words(seg.buffer.as_mut(), 0, self.words());
     }
 }
 

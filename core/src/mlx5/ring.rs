@@ -48,6 +48,15 @@ pub(crate) fn advance(ring_len: usize, off: usize, n: usize) -> usize {
     }
 }
 
+/// Stores a 16-byte segment given as two big-endian words at `off` of `buf` (two 8-byte
+/// stores; with constant offsets into a buffer of known length the bounds checks fold away).
+#[inline(always)]
+pub(crate) fn put_words(buf: &mut [u8], off: usize, (a, b): (u64, u64)) {
+    let c = &mut buf[off..off + DS_LEN];
+    c[..8].copy_from_slice(&a.to_be_bytes());
+    c[8..].copy_from_slice(&b.to_be_bytes());
+}
+
 /// The 16-byte chunk at `off` (which is 16-aligned, so a chunk never straddles the end).
 #[inline]
 pub(crate) fn chunk_mut(ring: &mut [u8], off: usize) -> &mut [u8] {

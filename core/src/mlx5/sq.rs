@@ -8,10 +8,10 @@
 //! retires them ([`SqWriter::retire`]): a CQE's `wqe_counter` names the last completed WQE,
 //! and every earlier (unsignaled) WQE is complete with it.
 
-use super::ctrl::{CtrlSeg, FmCeSe};
+use super::ctrl::{CtrlSeg, FmCeSe, DS_MASK};
 use super::doorbell::SendBatch;
-use super::wqe::{QpType, SendWr};
-use super::{wqebbs_for_ds, Error, Result, MAX_RING_WQEBBS, WQEBB_LEN};
+use super::wqe::{Payload, QpType, SendFlags, SendWr, Sge, TransportSeg, WrOp};
+use super::{wqebbs_for_ds, Error, Result, DS_LEN, MAX_RING_WQEBBS, WQEBB_LEN};
 
 /// What [`SqWriter::post`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,6 +24,55 @@ pub struct Posted {
     pub ds: u8,
     /// WQEBBs consumed.
     pub wqebbs: u8,
+}
+
+/// A work request [`SqWriter::post_many`] can take: a [`SendWr`] itself, or a [`OneSge`]
+/// that owns its gather entry (so that a closure can build it afresh for each WQE).
+pub trait AsSendWr {
+    /// Calls `f` with the work request.
+    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R;
+}
+
+impl AsSendWr for SendWr<'_> {
+    #[inline(always)]
+    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R {
+        f(self)
+    }
+}
+
+/// A send work request with exactly one gather entry, owned (RC/UC, no inline data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OneSge {
+    /// The operation.
+    pub op: WrOp,
+    /// Signaled / solicited / fence.
+    pub flags: SendFlags,
+    /// The gather entry.
+    pub sge: Sge,
+}
+
+impl AsSendWr for OneSge {
+    #[inline(always)]
+    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R {
+        let sges = [self.sge];
+        f(&SendWr {
+            op: self.op,
+            flags: self.flags,
+            transport: TransportSeg::None,
+            payload: Payload::Gather(&sges),
+        })
+    }
+}
+
+/// The error of a post that does not fit: larger than the ring, or more than is free.
+#[cold]
+#[inline(never)]
+fn no_room(ds: usize, needed: u16, free: u16, wqebbs: u16) -> Error {
+    if needed > wqebbs {
+        Error::Oversize { ds }
+    } else {
+        Error::RingFull { needed, free }
+    }
 }
 
 /// Writes send WQEs into a ring held in caller memory.
@@ -42,8 +91,14 @@ pub struct SqWriter<'r> {
     batch_first: u32,
     batch_nreq: u32,
     batch_inline: bool,
-    last_index: u32,
-    last_ds: u32,
+    // Bytes 0..8 of the last WQE's control segment as a big-endian word: the doorbell value,
+    // and (bits 55..40, 5..0) the last WQE index and DS, without reading the ring back.
+    last_head: u64,
+    // The free WQEBBs from the producer's slot that do not wrap: bytes [pos, limit) of the
+    // ring. A post that fits is one comparison (ring full and ring end at once); `limit`
+    // moves only on retire and at the ring end (pos + 64 · free stays constant as pc advances).
+    pos: usize,
+    limit: usize,
 }
 
 impl<'r> SqWriter<'r> {
@@ -53,6 +108,7 @@ impl<'r> SqWriter<'r> {
     /// # Errors
     /// [`Error::BadRing`] unless `ring.len()` is `2^n * 64` with `2^n ≤ 32768`;
     /// [`Error::BadField`] when `qpn ≥ 2^24`.
+    #[inline]
     pub fn new(ring: &'r mut [u8], qpn: u32, qp_type: QpType) -> Result<SqWriter<'r>> {
         let n = ring.len() / WQEBB_LEN;
         if ring.len() % WQEBB_LEN != 0 || !n.is_power_of_two() || n > MAX_RING_WQEBBS {
@@ -73,22 +129,34 @@ impl<'r> SqWriter<'r> {
             batch_first: 0,
             batch_nreq: 0,
             batch_inline: false,
-            last_index: 0,
-            last_ds: 0,
+            last_head: 0,
+            pos: 0,
+            limit: n * WQEBB_LEN,
         })
     }
 
     /// Starts the producer (and consumer) counter at `pc` instead of 0 (for a queue resumed
     /// mid-way, or to exercise the 16-bit wrap).
+    #[inline]
     pub fn with_counter(mut self, pc: u16) -> Self {
         self.pc = pc as u32;
         self.cc = pc as u32;
         self.batch_first = pc as u32;
+        self.rewindow();
         self
+    }
+
+    /// Recomputes `pos` and `limit` from the counters.
+    #[inline]
+    fn rewindow(&mut self) {
+        self.pos = (self.pc as u16 & self.mask) as usize * WQEBB_LEN;
+        let free = self.free() as usize * WQEBB_LEN;
+        self.limit = (self.pos + free).min(self.ring.len());
     }
 
     /// Signal every WQE, as a QP created with `sq_sig_all` does (rdma-core `sq_signal_bits =
     /// MLX5_WQE_CTRL_CQ_UPDATE`).
+    #[inline]
     pub fn with_sig_all(mut self, on: bool) -> Self {
         self.signal_bits = if on { FmCeSe::CQ_UPDATE } else { 0 };
         self
@@ -107,26 +175,39 @@ impl<'r> SqWriter<'r> {
     #[inline(always)]
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<Posted> {
         let ds = wr.check(self.qp_type)?;
-        let n = wqebbs_for_ds(ds) as u16;
-        if n > self.wqebbs {
-            return Err(Error::Oversize { ds });
-        }
-        let free = self.free();
-        if n > free {
-            return Err(Error::RingFull { needed: n, free });
-        }
+        let n = wqebbs_for_ds(ds);
         let idx = self.pc as u16;
-        let off = (idx & self.mask) as usize * WQEBB_LEN;
         let ctrl = wr.ctrl(idx, self.qpn, ds, self.signal_bits);
-        wr.write(self.ring, off, &ctrl);
-        if self.batch_nreq == 0 {
-            self.batch_first = idx as u32;
+        let pos = self.pos;
+        // `limit` never exceeds the ring (see `rewindow`), so the first slice is free of
+        // cost in practice; the second check is "fits before the ring end and the consumer".
+        let room = &mut self.ring[..self.limit];
+        match room.get_mut(pos..pos + n * WQEBB_LEN) {
+            Some(slot) => {
+                wr.write_flat(&mut slot[..ds * DS_LEN], &ctrl);
+                self.pos = pos + n * WQEBB_LEN;
+            }
+            None => {
+                // Full, or reaching the ring end: the general path (kept inline so that the
+                // request never has to be spilled to memory for a call).
+                super::wqe::cold();
+                let free = self.free();
+                if n as u16 > free {
+                    return Err(no_room(ds, n as u16, free, self.wqebbs));
+                }
+                let off = (idx & self.mask) as usize * WQEBB_LEN;
+                wr.write(self.ring, off, &ctrl);
+                self.pc = idx.wrapping_add(n as u16) as u32;
+                self.rewindow();
+                self.pc = idx as u32;
+            }
         }
         self.batch_nreq += 1;
-        self.batch_inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
-        self.last_index = idx as u32;
-        self.last_ds = ds as u32;
-        self.pc = idx.wrapping_add(n) as u32;
+        if matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty()) {
+            self.batch_inline = true;
+        }
+        self.last_head = ctrl.head();
+        self.pc = idx.wrapping_add(n as u16) as u32;
         Ok(Posted {
             wqe_index: idx,
             ds: ds as u8,
@@ -134,11 +215,95 @@ impl<'r> SqWriter<'r> {
         })
     }
 
+    /// Posts `count` work requests built by `make(k)`, `k` = 0, 1, …, `count` − 1, in
+    /// order, with the same result as `count` calls of [`post`](Self::post); returns how many
+    /// were posted (fewer than `count` only with an error, which is returned after the posted
+    /// ones are accounted for, as verbs' `bad_wr`).
+    ///
+    /// The run that fits before the ring end and the consumer is written with one bounds
+    /// check for all of it (each one-WQEBB WQE goes to the next slot of a slice of exactly
+    /// the run's size), the counters are updated once: the per-WQE work is the WQE's stores.
+    /// Other WQEs (several WQEBBs, the ring end, a full ring) go through `post`.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post), for the first request that fails.
+    #[inline(always)]
+    pub fn post_many<W, F>(&mut self, count: u16, mut make: F) -> (u16, Result<()>)
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+    {
+        let mut done: u16 = 0;
+        while done < count {
+            // One-WQEBB WQEs that fit in the free window, written back to back.
+            let room = ((self.limit - self.pos.min(self.limit)) / WQEBB_LEN) as u16;
+            let run = (count - done).min(room);
+            let idx0 = self.pc as u16;
+            let mut k: u16 = 0;
+            let mut head = self.last_head;
+            let mut inline = false;
+            let mut other = None;
+            if run > 0 {
+                let window = &mut self.ring[self.pos..self.pos + run as usize * WQEBB_LEN];
+                let (qp_type, qpn, bits) = (self.qp_type, self.qpn, self.signal_bits);
+                while k < run {
+                    let item = make(done + k);
+                    let fits = item.with_wr(|wr| {
+                        let ds = match wr.check(qp_type) {
+                            Ok(ds) if ds * DS_LEN <= WQEBB_LEN => ds,
+                            // Several WQEBBs, or invalid: `post` takes it (and reports it).
+                            _ => return false,
+                        };
+                        let ctrl = wr.ctrl(idx0.wrapping_add(k), qpn, ds, bits);
+                        let off = k as usize * WQEBB_LEN;
+                        wr.write_flat(&mut window[off..off + ds * DS_LEN], &ctrl);
+                        head = ctrl.head();
+                        inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
+                        true
+                    });
+                    if !fits {
+                        super::wqe::cold();
+                        other = Some(item);
+                        break;
+                    }
+                    k += 1;
+                }
+                self.finish_run(idx0, k, head, inline);
+                done += k;
+            }
+            if done < count {
+                // A WQE the run could not take, the ring end, or a full ring: the general way.
+                let item = match other {
+                    Some(item) => item,
+                    None => make(done),
+                };
+                match item.with_wr(|wr| self.post(wr)) {
+                    Ok(_) => done += 1,
+                    Err(e) => return (done, Err(e)),
+                }
+            }
+        }
+        (done, Ok(()))
+    }
+
+    /// Accounts for `k` one-WQEBB WQEs written from index `idx0` by `post_many`.
+    #[inline(always)]
+    fn finish_run(&mut self, idx0: u16, k: u16, head: u64, inline: bool) {
+        if k > 0 {
+            self.pc = idx0.wrapping_add(k) as u32;
+            self.pos += k as usize * WQEBB_LEN;
+            self.batch_nreq += k as u32;
+            self.last_head = head;
+            self.batch_inline |= inline;
+        }
+    }
+
     /// Retires every WQE up to and including the one at `wqe_counter` (a CQE's
     /// `wqe_counter`); returns the WQEBBs freed.
     ///
     /// # Errors
     /// [`Error::NotOutstanding`] when no outstanding WQE starts at `wqe_counter`.
+    #[inline]
     pub fn retire(&mut self, wqe_counter: u16) -> Result<u16> {
         let outstanding = self.outstanding();
         if wqe_counter.wrapping_sub(self.cc as u16) >= outstanding {
@@ -153,32 +318,38 @@ impl<'r> SqWriter<'r> {
         let end = wqe_counter.wrapping_add(wqebbs_for_ds(ds) as u16);
         let freed = end.wrapping_sub(self.cc as u16);
         self.cc = end as u32;
+        self.rewindow();
         Ok(freed)
     }
 
     /// The WQEs posted since the last call, for one doorbell (rdma-core rings once per
     /// `ibv_post_send` call, with the last WQE's control segment); `None` when nothing was
     /// posted. Resets the batch.
+    #[inline]
     pub fn take_batch(&mut self) -> Option<SendBatch> {
         if self.batch_nreq == 0 {
             return None;
         }
-        let off = (self.last_index as u16 & self.mask) as usize * WQEBB_LEN;
-        let mut last_ctrl = [0u8; 8];
-        last_ctrl.copy_from_slice(&self.ring[off..off + 8]);
         let b = SendBatch {
             first_index: self.batch_first as u16,
             end_index: self.pc as u16,
             nreq: self.batch_nreq as u16,
             inline: self.batch_inline,
-            last_index: self.last_index as u16,
-            last_ds: self.last_ds as u8,
-            last_ctrl,
+            last_index: (self.last_head >> 40) as u16,
+            last_ds: self.last_head as u8 & DS_MASK,
+            last_ctrl: self.last_head.to_be_bytes(),
         };
         self.batch_nreq = 0;
         self.batch_inline = false;
         self.batch_first = self.pc;
         Some(b)
+    }
+
+    /// WQEs posted since the last [`take_batch`](Self::take_batch) (the next doorbell's
+    /// `nreq`).
+    #[inline]
+    pub fn batch_len(&self) -> u16 {
+        self.batch_nreq as u16
     }
 
     /// The producer counter: WQE index of the next WQE (what the doorbell record carries).
@@ -188,6 +359,7 @@ impl<'r> SqWriter<'r> {
     }
 
     /// The consumer counter: first WQEBB not yet retired.
+    #[inline]
     pub fn cc(&self) -> u16 {
         self.cc as u16
     }
@@ -205,6 +377,7 @@ impl<'r> SqWriter<'r> {
     }
 
     /// Ring size in WQEBBs.
+    #[inline]
     pub fn wqebbs(&self) -> u16 {
         self.wqebbs
     }
@@ -220,6 +393,7 @@ impl<'r> SqWriter<'r> {
     }
 
     /// Byte offset of WQE index `wqe_index` in the ring.
+    #[inline]
     pub fn offset_of(&self, wqe_index: u16) -> usize {
         (wqe_index & self.mask) as usize * WQEBB_LEN
     }
@@ -241,7 +415,7 @@ impl<'r> SqWriter<'r> {
 mod test {
     use super::*;
     use crate::mlx5::decode::decode_wqe;
-    use crate::mlx5::wqe::{Payload, Sge, WrOp};
+    use crate::mlx5::wqe::{Payload, SendFlags, Sge, WrOp};
 
     fn write(sges: &[Sge]) -> SendWr<'_> {
         SendWr {
@@ -346,6 +520,70 @@ mod test {
                 assert_eq!(b.tail.len(), 100 - 28);
             }
             _ => panic!("expected inline"),
+        }
+    }
+
+    #[test]
+    fn test_post_many_matches_post() {
+        // One-WQEBB WRITEs, 3-WQEBB inline SENDs, an invalid request (inline on READ), the
+        // ring end and a full ring: the same bytes, counters and errors as one post each.
+        let inl = [0x5au8; 100];
+        let sge = [Sge {
+            addr: 0x1000,
+            lkey: 7,
+            len: 64,
+        }];
+        let make = |k: u16| -> SendWr<'_> {
+            match k % 5 {
+                3 => SendWr {
+                    payload: Payload::Inline(&inl),
+                    ..SendWr::new(WrOp::Send)
+                },
+                4 if k == 9 => SendWr {
+                    payload: Payload::Inline(&inl[..4]),
+                    ..SendWr::new(WrOp::RdmaRead { raddr: 1, rkey: 2 })
+                },
+                _ => SendWr {
+                    flags: SendFlags {
+                        signaled: k % 2 == 0,
+                        ..SendFlags::default()
+                    },
+                    ..write(&sge)
+                },
+            }
+        };
+        let mut ring_a = [0u8; 16 * 64];
+        let mut ring_b = [0u8; 16 * 64];
+        let mut a = SqWriter::new(&mut ring_a, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfffa);
+        let mut b = SqWriter::new(&mut ring_b, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfffa);
+        let mut next = 0u16;
+        for count in [4u16, 7, 3, 12] {
+            let (n, r) = b.post_many(count, |j| make(next + j));
+            let mut want = (count, Ok(()));
+            for j in 0..count {
+                if let Err(e) = a.post(&make(next + j)) {
+                    want = (j, Err(e));
+                    break;
+                }
+            }
+            assert_eq!((n, r), want, "count {count} from {next}");
+            assert_eq!(a.ring(), b.ring());
+            assert_eq!((a.pc(), a.free()), (b.pc(), b.free()));
+            assert_eq!(a.take_batch(), b.take_batch());
+            next += n + u16::from(n < count);
+            if a.free() < 6 {
+                // Retire everything (the last WQE may span WQEBBs: find its start).
+                let pc = a.pc();
+                let start = (1..=16u16)
+                    .map(|d| pc.wrapping_sub(d))
+                    .find(|&i| a.retire(i).is_ok())
+                    .unwrap();
+                b.retire(start).unwrap();
+            }
         }
     }
 

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::bench::{BenchOptions, Mode};
 use crate::error::{Error, Result};
 
+pub mod bench_doorbell;
 pub mod bench_mesh;
 pub mod doctor;
 pub mod fuzz;
@@ -271,6 +272,8 @@ fn check_impair(s: &str) -> std::result::Result<String, String> {
 pub enum BenchSuite {
     /// All-pairs bandwidth matrix of a set of mesh endpoints (docs/mesh.md).
     Mesh(bench_mesh::MeshBenchArgs),
+    /// Doorbell policies side by side: WQE/s, latency, MMIO and PCIe bytes per WQE (docs/doorbell.md).
+    Doorbell(bench_doorbell::DoorbellBenchArgs),
 }
 
 /// Parses `4096`, `64K`, `1M` (binary multiples).
@@ -393,6 +396,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(args) => match &args.suite {
             Some(BenchSuite::Mesh(m)) => bench_mesh::run(m),
+            Some(BenchSuite::Doorbell(d)) => bench_doorbell::run(d),
             None => crate::bench::run(&args.options()?),
         },
         Command::Pcap {

@@ -57,6 +57,7 @@ impl Mmio for ModelBar {
         }
         let mut st = self.dev.lock();
         st.counters.mmio_reads += 1;
+        st.pcie.mmio_read(4);
         if offset < init_seg::LEN {
             to_bar(st.init_read(offset))
         } else {
@@ -72,6 +73,7 @@ impl Mmio for ModelBar {
             let mut st = self.dev.lock();
             st.counters.mmio_writes += 1;
             st.counters.mmio_writes32 += 1;
+            st.pcie.mmio_other(4);
             let reg = from_bar(value);
             if offset < INIT_SEG_END {
                 match st.init_write(offset, reg) {
@@ -111,6 +113,7 @@ impl Mmio for ModelBar {
             st.counters.mmio_writes += 1;
             st.counters.mmio_writes64 += 1;
             if offset < INIT_SEG_END {
+                st.pcie.mmio_other(8);
                 // Two registers in one store (e.g. cmdq_addr_h and cmdq_addr_l_sz).
                 let hi = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
                 let lo = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
@@ -138,6 +141,49 @@ impl Mmio for ModelBar {
                     false
                 }
             }
+        };
+        if work {
+            self.dev.pump();
+        }
+    }
+
+    /// One write-combined TLP: the PCIe accounting sees one BlueFlame write; the stores are
+    /// then handled one by one as 64-bit stores (the counters in [`ModelCounters`] count
+    /// them as such), and the progress loop runs once at the end.
+    ///
+    /// [`ModelCounters`]: super::ModelCounters
+    fn write_burst(&self, offset: usize, data: &[u8]) {
+        if data.is_empty()
+            || data.len() % 8 != 0
+            || self.bad(offset, 8)
+            || self.bad(offset + data.len() - 8, 8)
+        {
+            return;
+        }
+        let work = {
+            let mut st = self.dev.lock();
+            let uar = (offset / 4096) as u32;
+            if offset < INIT_SEG_END || !st.uars.contains(&uar) {
+                drop(st);
+                for (i, c) in data.chunks_exact(8).enumerate() {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(c);
+                    self.write_bytes64(offset + i * 8, b);
+                }
+                return;
+            }
+            let at = st.pcie.mmio_blueflame(data.len() as u64);
+            let mut work = false;
+            for (i, c) in data.chunks_exact(8).enumerate() {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                st.counters.mmio_writes += 1;
+                st.counters.mmio_writes64 += 1;
+                st.pcie.arrival = Some(super::pcie::MmioArrival::BlueFlame(at));
+                work |= super::doorbell::write64(&mut st, uar, (offset + i * 8) % 4096, b);
+            }
+            st.pcie.arrival = None;
+            work
         };
         if work {
             self.dev.pump();

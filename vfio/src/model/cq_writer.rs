@@ -52,6 +52,16 @@ pub fn write_cqe(st: &mut DeviceState, cqn: u32, mut repr: CqeRepr) -> bool {
         return false;
     }
     st.counters.cqes_written += 1;
+    let acked = match repr.opcode {
+        rdmesh_core::mlx5::CqeOpcode::Req | rdmesh_core::mlx5::CqeOpcode::ReqErr => {
+            st.qps.get(&repr.qpn).and_then(|q| {
+                let n = q.timing.done.len();
+                (n != 0).then(|| q.timing.done[usize::from(repr.wqe_counter) & (n - 1)])
+            })
+        }
+        _ => None,
+    };
+    st.pcie.cqe(cqn, acked);
     if repr.opcode.is_error() {
         st.counters.error_cqes += 1;
     }

@@ -58,6 +58,8 @@ pub struct DeviceState {
     pub start: std::time::Instant,
     pub space: Arc<DmaSpace>,
     pub irq: Arc<ModelInterrupt>,
+    /// Virtual time and PCIe accounting.
+    pub pcie: super::pcie::PcieState,
 }
 
 impl DeviceState {
@@ -86,6 +88,7 @@ impl DeviceState {
             start: std::time::Instant::now(),
             space,
             irq,
+            pcie: super::pcie::PcieState::default(),
         }
     }
 
@@ -123,6 +126,8 @@ impl DeviceState {
     /// Raises the interrupt (MSI-X vector 0).
     pub fn interrupt(&mut self) {
         self.counters.interrupts += 1;
+        let now = self.pcie.device_now();
+        self.pcie.dma_write(now, 4, super::pcie::WriteKind::Event);
         self.irq.fire();
     }
 }

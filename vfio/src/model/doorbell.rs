@@ -11,6 +11,7 @@ use rdmesh_core::mlx5::doorbell::{BLUEFLAME_BUFFER_SIZE, UAR_BF_OFFSET, UAR_CQ_D
 
 use super::caps::LOG_BF_REG_SIZE;
 use super::device::DeviceState;
+use super::pcie::{DoorbellSeen, MmioArrival};
 
 /// End of the BlueFlame registers in a UAR page.
 const BF_END: usize = UAR_BF_OFFSET as usize + 4 * (1 << LOG_BF_REG_SIZE);
@@ -18,7 +19,9 @@ const BF_END: usize = UAR_BF_OFFSET as usize + 4 * (1 << LOG_BF_REG_SIZE);
 /// A 64-bit store of `bytes` (memory order) at `off` of UAR `uar`. Returns whether the
 /// device may have work to do.
 pub fn write64(st: &mut DeviceState, uar: u32, off: usize, bytes: [u8; 8]) -> bool {
+    let arrival = st.pcie.arrival.take();
     if off == UAR_CQ_DOORBELL_OFFSET as usize {
+        st.pcie.mmio_other(8);
         st.counters.cq_doorbells += 1;
         if !super::cq_writer::arm(st, bytes) {
             st.counters.bad_doorbells += 1;
@@ -29,12 +32,28 @@ pub fn write64(st: &mut DeviceState, uar: u32, off: usize, bytes: [u8; 8]) -> bo
     if (UAR_BF_OFFSET as usize..BF_END).contains(&off) {
         if (off - UAR_BF_OFFSET as usize) % BLUEFLAME_BUFFER_SIZE as usize != 0 {
             st.counters.blueflame_writes += 1;
+            if arrival.is_none() {
+                // A BlueFlame copy not sent as one burst: each store is its own TLP.
+                st.pcie.mmio_other(8);
+            }
             return false;
         }
         st.counters.send_doorbells += 1;
+        let (at, bf) = match arrival {
+            Some(MmioArrival::BlueFlame(at)) => (at, true),
+            Some(MmioArrival::Doorbell(at)) => (at, false),
+            None => (st.pcie.mmio_doorbell(), false),
+        };
         let qpn = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) >> 8;
-        match st.qps.get(&qpn) {
-            Some(qp) if qp.ctx.uar_page == uar => {}
+        let index = u16::from_be_bytes([bytes[1], bytes[2]]);
+        let ds = usize::from(bytes[7] & 0x3f);
+        let seen = DoorbellSeen {
+            end: index.wrapping_add(((ds * 16).div_ceil(64)).max(1) as u16),
+            at,
+            bf_index: bf.then_some(index),
+        };
+        match st.qps.get_mut(&qpn) {
+            Some(qp) if qp.ctx.uar_page == uar => qp.timing.doorbells.push_back(seen),
             Some(qp) => {
                 st.counters.bad_doorbells += 1;
                 tracing::warn!(
@@ -54,6 +73,7 @@ pub fn write64(st: &mut DeviceState, uar: u32, off: usize, bytes: [u8; 8]) -> bo
     if off == EQ_DOORBELL_ARM_OFFSET || off == EQ_DOORBELL_UPDATE_OFFSET {
         // A 64-bit store here carries the 32-bit register in its first four bytes.
         let v = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        st.pcie.mmio_other(8);
         return write32(st, uar, off, v);
     }
     st.counters.bad_doorbells += 1;

@@ -38,6 +38,9 @@ pub fn post_event(st: &mut DeviceState, ev: EqeRepr) {
         return;
     }
     st.counters.eqes_written += 1;
+    let now = st.pcie.device_now();
+    st.pcie
+        .dma_write(now, eqe::LEN as u64, super::pcie::WriteKind::Event);
     let eq = st.eqs.get_mut(&eqn).expect("looked up above");
     eq.pi = eq.pi.wrapping_add(1);
     if eq.armed {

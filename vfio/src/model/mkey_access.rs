@@ -24,6 +24,8 @@ pub struct KeyMemory<'a> {
     pub inline: &'a BTreeMap<u16, Vec<u8>>,
     /// DMA faults seen (an MKEY pointing at unmapped memory).
     pub faults: u64,
+    /// Lengths of the DMA writes done (for the PCIe accounting).
+    pub writes: Vec<usize>,
 }
 
 impl KeyMemory<'_> {
@@ -94,6 +96,7 @@ impl MemoryAccess for KeyMemory<'_> {
                 self.faults += 1;
                 return Err(MemError::AccessDenied);
             }
+            self.writes.push(n);
             at += n;
         }
         Ok(())

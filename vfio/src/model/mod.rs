@@ -69,6 +69,7 @@ pub mod memory;
 pub mod mkey_access;
 pub mod objects;
 pub mod pages;
+pub mod pcie;
 pub mod rq_fetch;
 pub mod rx;
 pub mod sq_exec;
@@ -82,6 +83,7 @@ pub use counters::ModelCounters;
 pub use faults::ModelFaults;
 pub use link::{LinkError, ModelLink, Ticker};
 pub use memory::{DmaFault, ModelDmaAllocator};
+pub use pcie::{PcieCounters, PcieParams, Ps};
 
 use crate::seam::{DmaAllocator, Interrupt, Mmio};
 use device::Device;
@@ -169,9 +171,71 @@ impl ModelDevice {
         self.dev.lock().counters
     }
 
-    /// Zeroes the counters.
+    /// Zeroes the counters (the PCIe transaction counts too).
     pub fn reset_counters(&self) {
-        self.dev.lock().counters = ModelCounters::default();
+        let mut st = self.dev.lock();
+        st.counters = ModelCounters::default();
+        st.pcie.counters = PcieCounters::default();
+    }
+
+    /// PCIe transactions and bytes since creation or [`reset_counters`](Self::reset_counters)
+    /// (see [`pcie`]).
+    pub fn pcie_counters(&self) -> PcieCounters {
+        self.dev.lock().pcie.counters
+    }
+
+    /// The PCIe / NIC cost model in effect.
+    pub fn pcie_params(&self) -> PcieParams {
+        self.dev.lock().pcie.params
+    }
+
+    /// Replaces the cost model and restarts the virtual clock at 0.
+    pub fn set_pcie_params(&self, params: PcieParams) {
+        let mut st = self.dev.lock();
+        st.pcie.params = params;
+        st.pcie.reset_clock();
+    }
+
+    /// Restarts the virtual clock (host CPU, link, NIC) at 0; counters are kept. CQE times
+    /// not yet taken are dropped.
+    pub fn reset_clock(&self) {
+        let mut st = self.dev.lock();
+        st.pcie.reset_clock();
+        for q in st.qps.values_mut() {
+            q.timing = Default::default();
+        }
+    }
+
+    /// The host CPU's virtual clock, ps.
+    pub fn cpu_time(&self) -> Ps {
+        self.dev.lock().pcie.cpu
+    }
+
+    /// The host CPU spends `ns` nanoseconds of virtual time on its own work (building a WQE,
+    /// polling a CQE); returns the new time.
+    pub fn cpu_work(&self, ns: f64) -> Ps {
+        let mut st = self.dev.lock();
+        st.pcie.cpu += pcie::ps(ns);
+        st.pcie.cpu
+    }
+
+    /// The host CPU waits (polls) until virtual time `t`; returns the new time.
+    pub fn cpu_wait_until(&self, t: Ps) -> Ps {
+        let mut st = self.dev.lock();
+        st.pcie.cpu = st.pcie.cpu.max(t);
+        st.pcie.cpu
+    }
+
+    /// The virtual times at which the CQEs written to CQ `cqn` since the last call became
+    /// visible to the CPU, in CQE order.
+    pub fn take_cqe_times(&self, cqn: u32) -> Vec<Ps> {
+        self.dev
+            .lock()
+            .pcie
+            .cqe_times
+            .get_mut(&cqn)
+            .map(|q| q.drain(..).collect())
+            .unwrap_or_default()
     }
 
     /// The fault knobs in effect.

@@ -166,6 +166,8 @@ pub struct Qp {
     pub inline: BTreeMap<u16, Vec<u8>>,
     /// The RC engine (RTR and later).
     pub engine: Option<Box<Engine>>,
+    /// Virtual-time state of the send queue ([`super::pcie`]).
+    pub timing: super::pcie::QpTiming,
 }
 
 impl Qp {

@@ -36,6 +36,7 @@ pub fn receive_frame(st: &mut DeviceState, frame: &[u8]) {
         mkeys,
         space,
         counters,
+        pcie,
         ..
     } = st;
     let Some(qp) = qps.get_mut(&qpn) else {
@@ -54,7 +55,16 @@ pub fn receive_frame(st: &mut DeviceState, frame: &[u8]) {
         pd: qp.ctx.pd,
         inline: &qp.inline,
         faults: 0,
+        writes: Vec::new(),
     };
     engine.handle_packet(now, &pkt.transport, pkt.payload, &mut mem);
     counters.dma_faults += mem.faults;
+    // Payload placed for a request (a READ response's placement is timed with its WQE).
+    let op = u8::from(pkt.transport.bth.opcode) & 0x1f;
+    if !(13..=18).contains(&op) {
+        let t = pcie.device_now();
+        for n in mem.writes {
+            pcie.dma_write(t, n as u64, super::pcie::WriteKind::Data);
+        }
+    }
 }

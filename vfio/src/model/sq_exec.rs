@@ -19,6 +19,7 @@ use super::device::DeviceState;
 use super::memory::DmaSpace;
 use super::mkey_access::{KeyMemory, INLINE_LKEY};
 use super::objects::{Qp, QpHwState, ENGINE_SQ};
+use super::pcie::{PcieState, WqeShape};
 
 /// Runs every QP: receive WQEs in, send WQEs in, timers, packets out, completions out.
 pub fn run_all(st: &mut DeviceState) {
@@ -129,6 +130,7 @@ fn run_qp(
         counters,
         gids,
         outbox,
+        pcie,
         ..
     } = st;
     let Some(qp) = qps.get_mut(&qpn) else { return };
@@ -136,7 +138,7 @@ fn run_qp(
         return;
     }
     super::rq_fetch::sync(qp, space, counters);
-    fetch_sq(qp, qpn, space, counters, cqes);
+    fetch_sq(qp, qpn, space, counters, pcie, cqes);
     let cqn_snd = qp.ctx.cqn_snd;
     let cqn_rcv = qp.ctx.cqn_rcv;
     let path = qp.ctx.primary_address_path;
@@ -161,6 +163,7 @@ fn run_qp(
         pd: ctx.pd,
         inline,
         faults: 0,
+        writes: Vec::new(),
     };
     let mut buf = vec![0u8; engine.max_packet_len()];
     while let Some(n) = engine.poll_transmit(now, &mut mem, &mut buf) {
@@ -200,6 +203,7 @@ fn fetch_sq(
     qpn: u32,
     space: &DmaSpace,
     counters: &mut ModelCounters,
+    pcie: &mut PcieState,
     cqes: &mut Vec<(u32, CqeRepr)>,
 ) {
     if qp.sq_wqebbs == 0 {
@@ -253,7 +257,12 @@ fn fetch_sq(
         counters.wqes_executed += 1;
         qp.sq_ci = index.wrapping_add(nbb as u16);
         let opcode_byte = first[3];
-        match to_send_wqe(qp, qpn, index, &wqe) {
+        let decoded = to_send_wqe(qp, qpn, index, &wqe);
+        if let Ok(w) = &decoded {
+            let shape = wqe_shape(qp, index, nbb as u16, w.as_ref());
+            pcie.send_wqe(&mut qp.timing, shape);
+        }
+        match decoded {
             Ok(Some(w)) => {
                 let engine = qp.engine.as_mut().expect("checked above");
                 if let Err(e) = engine.post_send(w) {
@@ -283,6 +292,51 @@ fn fetch_sq(
             }
         }
     }
+}
+
+/// What the timing model needs of one WQE (`None`: a NOP).
+fn wqe_shape(qp: &Qp, index: u16, wqebbs: u16, w: Option<&SendWqe>) -> WqeShape {
+    let mtu = 128u64 << qp.ctx.mtu.clamp(1, 5);
+    let mut s = WqeShape {
+        index,
+        wqebbs,
+        ring_wqebbs: qp.sq_wqebbs,
+        gather_bytes: 0,
+        wire_bytes: 0,
+        first_extra: 0,
+        response_bytes: 0,
+        mtu,
+        nop: true,
+    };
+    let Some(w) = w else { return s };
+    s.nop = false;
+    let len: u64 = w.sg_list.iter().map(|g| u64::from(g.length)).sum();
+    let gather: u64 = w
+        .sg_list
+        .iter()
+        .filter(|g| g.lkey != INLINE_LKEY)
+        .map(|g| u64::from(g.length))
+        .sum();
+    match w.opcode {
+        SendOpcode::Send | SendOpcode::SendWithImm => {
+            s.gather_bytes = gather;
+            s.wire_bytes = len;
+        }
+        SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm => {
+            s.gather_bytes = gather;
+            s.wire_bytes = len;
+            s.first_extra = 16;
+        }
+        SendOpcode::RdmaRead => {
+            s.first_extra = 16;
+            s.response_bytes = len;
+        }
+        _ => {
+            s.first_extra = 28;
+            s.response_bytes = 8;
+        }
+    }
+    s
 }
 
 /// Decodes one WQE into the engine's form; `Ok(None)` for a NOP.

@@ -129,6 +129,7 @@ fn create(st: &mut DeviceState, input: &[u8], out: &mut [u8]) -> CmdResult {
             rq_ci: 0,
             inline: BTreeMap::new(),
             engine: None,
+            timing: Default::default(),
         },
     );
     Ok(())

@@ -36,6 +36,8 @@ pub struct EndpointConfig {
     pub gid_index: u8,
     /// Fixed UDP source port (0 = let the device derive one).
     pub udp_sport: u16,
+    /// Path MTU as the IB code (1 = 256 .. 5 = 4096).
+    pub mtu: u8,
 }
 
 impl Default for EndpointConfig {
@@ -49,6 +51,7 @@ impl Default for EndpointConfig {
             ip: [10, 0, 0, 1],
             gid_index: 0,
             udp_sport: 0,
+            mtu: 3,
         }
     }
 }
@@ -118,16 +121,13 @@ impl Io {
                     wqe_index,
                     chunks,
                 } => {
+                    // One write-combined 64-byte burst per chunk (rdma-core mlx5_bf_copy).
                     for c in 0..usize::from(chunks) {
                         let slot = (usize::from(wqe_index) + c) & (self.sq_wqebbs - 1);
-                        for w in 0..8 {
-                            let mut b = [0u8; 8];
-                            b.copy_from_slice(&sq_ring[slot * 64 + w * 8..slot * 64 + w * 8 + 8]);
-                            self.bar.write_bytes64(
-                                self.uar as usize * 4096 + offset as usize + c * 64 + w * 8,
-                                b,
-                            );
-                        }
+                        self.bar.write_burst(
+                            self.uar as usize * 4096 + offset as usize + c * 64,
+                            &sq_ring[slot * 64..slot * 64 + 64],
+                        );
                     }
                 }
             }
@@ -155,6 +155,7 @@ pub struct Endpoint {
     /// Configuration.
     pub cfg: EndpointConfig,
     io: Io,
+    dev: super::super::ModelDevice,
     sq: SqWriter<'static>,
     rq: RqWriter<'static>,
     cq: CqReader,
@@ -305,6 +306,7 @@ impl Endpoint {
                 rq_stride,
                 rq_size,
             },
+            dev: h.dev.clone(),
             // The staging rings live for the process (a few KiB per endpoint) so the writers
             // can keep their counters across calls.
             sq: SqWriter::new(
@@ -355,7 +357,7 @@ impl Endpoint {
             &Init2RtrQpIn {
                 qpn: self.qpn,
                 qpc: QpContext {
-                    mtu: 3,
+                    mtu: self.cfg.mtu,
                     log_msg_max: 30,
                     remote_qpn: peer.qpn,
                     next_rcv_psn: 0,
@@ -421,6 +423,59 @@ impl Endpoint {
             self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
         }
         Ok(())
+    }
+
+    /// Posts one WQE through `batcher`, executing the doorbell when the policy rings one;
+    /// returns what was posted and whether a doorbell rang.
+    pub fn post_one(
+        &mut self,
+        batcher: &mut Batcher,
+        post: &Post<'_>,
+    ) -> HarnessResult<(rdmesh_core::mlx5::Posted, bool)> {
+        let mut eff = Effects::new();
+        let p = batcher
+            .post(&mut self.sq, post, &mut eff)
+            .map_err(|e| format!("{e:?}"))?;
+        let rang = !eff.is_empty();
+        if rang {
+            self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+        }
+        Ok((p, rang))
+    }
+
+    /// Rings the doorbell for the WQEs `batcher` holds back; `false` when none were pending.
+    pub fn flush(&mut self, batcher: &mut Batcher) -> HarnessResult<bool> {
+        let mut eff = Effects::new();
+        if batcher.flush(&mut self.sq, &mut eff) {
+            self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// [`poll`](Self::poll), with the virtual time at which each CQE became visible to the
+    /// CPU ([`crate::model::pcie`]).
+    pub fn poll_timed(&mut self) -> HarnessResult<Vec<(CqeRepr, crate::model::Ps)>> {
+        let c = self.poll()?;
+        let t = self.dev.take_cqe_times(self.cqn);
+        if t.len() < c.len() {
+            return Err(format!(
+                "{} CQEs polled but {} CQE times recorded",
+                c.len(),
+                t.len()
+            ));
+        }
+        Ok(c.into_iter().zip(t).collect())
+    }
+
+    /// The device this endpoint is on.
+    pub fn device(&self) -> &super::super::ModelDevice {
+        &self.dev
+    }
+
+    /// WQEBBs in the send queue.
+    pub fn sq_wqebbs(&self) -> u16 {
+        self.sq.wqebbs()
     }
 
     /// WQEBBs free in the send queue.
