@@ -87,12 +87,12 @@ impl Endpoint {
                 }
             }
         };
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd()?;
         let mr = pd.register(
             buf_len,
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
         )?;
-        let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize);
+        let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize)?;
         let qp = pd.create_qp(
             &cq,
             &cq,

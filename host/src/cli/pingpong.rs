@@ -245,13 +245,13 @@ impl End {
         cfg.raw_receive = !args.no_raw_rx;
         cfg.corrupt_tx_icrc = args.corrupt_icrc_packet;
         let device = Device::open_soft(cfg)?;
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd()?;
         let size = args.size as usize;
         let send = pd.register(size.max(1), AccessFlags::LOCAL_WRITE)?;
         let depth = args.rx_depth.max(1);
         let recv = pd.register(size.max(1) * depth as usize, AccessFlags::LOCAL_WRITE)?;
         send.with(|b| fill_message(&mut b[..size]));
-        let cq = device.create_cq(2 * depth as usize + 2);
+        let cq = device.create_cq(2 * depth as usize + 2)?;
         let qp = pd.create_qp(
             &cq,
             &cq,

@@ -170,7 +170,12 @@ impl Nic {
                 spec.label()
             ))
         })?;
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd().map_err(|e| {
+            MeshError::Host(format!(
+                "allocating the protection domain of NIC {}: {e}",
+                spec.label()
+            ))
+        })?;
         Ok(Nic {
             index,
             spec,

@@ -289,7 +289,8 @@ impl Rail {
         };
         let cq = nic
             .device
-            .create_cq((params.send_slots + params.recv_slots + 8) as usize);
+            .create_cq((params.send_slots + params.recv_slots + 8) as usize)
+            .map_err(|e| host("creating the CQ", e))?;
         let qp = nic
             .pd
             .create_qp(

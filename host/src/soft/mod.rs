@@ -24,11 +24,11 @@
 //! QP connected to a peer at port 4791 accepts packets from any source port of the peer's
 //! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
-mod ecn_rx;
+pub(crate) mod ecn_rx;
 mod engine;
-mod headers;
+pub(crate) mod headers;
 pub mod impair;
-mod raw_rx;
+pub(crate) mod raw_rx;
 pub mod stats;
 
 pub(crate) use engine::SoftDevice;

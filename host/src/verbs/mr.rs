@@ -184,8 +184,9 @@ impl MemoryRegion {
     /// data meanwhile).
     ///
     /// vfio provider: the device writes DMA memory concurrently, so no reference into it is
-    /// handed out: the region is copied out, `f` runs on the copy, and the copy is written
-    /// back (bytes the device wrote meanwhile are overwritten).
+    /// handed out: the region is copied out, `f` runs on the copy, and the bytes `f` changed
+    /// are written back (runs of changed bytes only, so a closure that only reads writes
+    /// nothing, and bytes the device wrote meanwhile elsewhere survive).
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         match &self.kind {
             MrKind::Soft { inner, .. } => f(&mut inner.lock()),
@@ -194,9 +195,22 @@ impl MemoryRegion {
                 if let Err(e) = mr.read(0, &mut copy) {
                     tracing::error!("MemoryRegion::with: reading the region failed: {e}");
                 }
+                let before = copy.clone();
                 let r = f(&mut copy);
-                if let Err(e) = mr.write(0, &copy) {
-                    tracing::error!("MemoryRegion::with: writing the region back failed: {e}");
+                let mut i = 0;
+                while i < copy.len() {
+                    if copy[i] == before[i] {
+                        i += 1;
+                        continue;
+                    }
+                    let start = i;
+                    while i < copy.len() && copy[i] != before[i] {
+                        i += 1;
+                    }
+                    if let Err(e) = mr.write(start, &copy[start..i]) {
+                        tracing::error!("MemoryRegion::with: writing the region back failed: {e}");
+                        break;
+                    }
                 }
                 r
             }

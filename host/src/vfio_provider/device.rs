@@ -38,6 +38,52 @@ impl VfioConfig {
     }
 }
 
+/// How to open a device model on a real link (`--provider model`): an mlx5 device model in
+/// this process whose port sends and receives through a UDP socket (see
+/// [`crate::vfio_provider`]).
+#[derive(Debug, Clone)]
+pub struct ModelPortConfig {
+    /// The local address: the GID, and the address the port's UDP socket binds.
+    pub addr: IpAddr,
+    /// UDP port: 4791 by default, 0 for an ephemeral one (rdmesh peers learn it out of band).
+    pub udp_port: u16,
+    /// Receive through a raw socket that shows the real IPv4 header (peers such as rxe that
+    /// put a non-zero IP ID on their packets); root or `CAP_NET_RAW`.
+    pub raw_receive: bool,
+    /// The port's MAC; `None`: `02:00:` and the last four bytes of the address (unique per
+    /// address, locally administered).
+    pub mac: Option<[u8; 6]>,
+    /// The model's fault knobs (`ce_mark_every`, `link_down`, ...).
+    pub faults: rdmesh_vfio::model::ModelFaults,
+}
+
+impl ModelPortConfig {
+    /// Defaults for `addr`: UDP port 4791, UDP receive path, MAC from the address, no faults.
+    pub fn new(addr: IpAddr) -> ModelPortConfig {
+        ModelPortConfig {
+            addr,
+            udp_port: crate::verbs::ROCE_V2_UDP_PORT,
+            raw_receive: false,
+            mac: None,
+            faults: Default::default(),
+        }
+    }
+
+    /// The MAC the port gets.
+    pub fn port_mac(&self) -> [u8; 6] {
+        self.mac.unwrap_or_else(|| {
+            let o = match self.addr {
+                IpAddr::V4(v4) => v4.octets(),
+                IpAddr::V6(v6) => {
+                    let b = v6.octets();
+                    [b[12], b[13], b[14], b[15]]
+                }
+            };
+            [0x02, 0x00, o[0], o[1], o[2], o[3]]
+        })
+    }
+}
+
 /// An open vfio-provider device.
 pub(crate) struct VfioDevice {
     pub(crate) hca: Hca,
@@ -46,6 +92,12 @@ pub(crate) struct VfioDevice {
     neighbors: Mutex<HashMap<IpAddr, [u8; 6]>>,
     /// What keeps the VFIO device (fd, BAR mapping) open, for a real device.
     _sys: Option<Arc<VfioPciDevice>>,
+    /// The device model behind a model-backed device, and its port on the link.
+    pub(crate) model: Option<(ModelDevice, Option<super::udp_port::UdpPort>)>,
+    /// The QPs made on this device (for `rdmesh stats`).
+    qps: Mutex<Vec<std::sync::Weak<super::VfioQp>>>,
+    /// The `rdmesh stats` publisher.
+    stats: Mutex<Option<super::stats::StatsThread>>,
 }
 
 impl std::fmt::Debug for VfioDevice {
@@ -89,7 +141,34 @@ impl VfioDevice {
             port: cfg.port,
             neighbors: Mutex::new(HashMap::new()),
             _sys: sys,
+            model: None,
+            qps: Mutex::new(Vec::new()),
+            stats: Mutex::new(None),
         }))
+    }
+
+    /// Starts the `rdmesh stats` publisher (once the device is shared).
+    fn publish(dev: Arc<VfioDevice>) -> Arc<VfioDevice> {
+        let t = super::stats::StatsThread::start(&dev);
+        *dev.stats.lock().unwrap_or_else(|p| p.into_inner()) = t;
+        dev
+    }
+
+    /// Records a QP made on this device.
+    pub(crate) fn register_qp(&self, qp: &Arc<super::VfioQp>) {
+        let mut v = self.qps.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(qp));
+    }
+
+    /// The QPs of this device still open.
+    pub(crate) fn live_qps(&self) -> Vec<Arc<super::VfioQp>> {
+        self.qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect()
     }
 
     /// Opens the function at `bdf` (e.g. `0000:01:00.0`) bound to vfio-pci.
@@ -104,6 +183,7 @@ impl VfioDevice {
         let dma: Arc<dyn DmaAllocator> =
             Arc::new(VfioDma::new(container, VfioDmaConfig::default()).map_err(sys)?);
         VfioDevice::open_with(bdf.to_string(), bar, dma, irq, cfg, Some(dev), false)
+            .map(VfioDevice::publish)
     }
 
     /// Opens a device model (tests, research).
@@ -121,6 +201,59 @@ impl VfioDevice {
             None,
             true,
         )
+    }
+
+    /// Opens a device model whose port is a UDP socket on `cfg.addr` (`--provider model`).
+    ///
+    /// Errors: [`Error::Bind`] when the UDP port is taken; [`Error::Config`] when the
+    /// bring-up fails.
+    pub(crate) fn open_model_port(cfg: &ModelPortConfig) -> Result<Arc<VfioDevice>> {
+        let mac = cfg.port_mac();
+        let model = ModelDevice::new(rdmesh_vfio::model::ModelConfig {
+            mac,
+            ..Default::default()
+        });
+        model.set_faults(cfg.faults);
+        let name = format!("model_{}", cfg.addr);
+        let port = super::udp_port::UdpPort::open(
+            &model,
+            &name,
+            cfg.addr,
+            cfg.udp_port,
+            mac,
+            cfg.raw_receive,
+        )?;
+        let dev = VfioDevice::open_with(
+            name,
+            model.mmio(),
+            model.dma(),
+            model.interrupt(),
+            VfioConfig::new(cfg.addr),
+            None,
+            true,
+        )?;
+        let mut dev = Arc::try_unwrap(dev).map_err(|_| {
+            Error::Config("model device: the device was shared during bring-up".into())
+        })?;
+        dev.info.provider = "model";
+        dev.model = Some((model, Some(port)));
+        Ok(VfioDevice::publish(Arc::new(dev)))
+    }
+
+    /// The UDP address peers send to: the model port's socket, or the GID address and 4791.
+    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
+        match &self.model {
+            Some((_, Some(p))) => p.local_addr(),
+            _ => std::net::SocketAddr::new(self.info.addr, crate::verbs::ROCE_V2_UDP_PORT),
+        }
+    }
+
+    /// A model port: frames for QP `qpn` at `ip` go to UDP port `port` (hardware always
+    /// sends to 4791; rdmesh peers may listen elsewhere).
+    pub(crate) fn learn_peer_port(&self, ip: IpAddr, qpn: u32, port: u16) {
+        if let Some((_, Some(p))) = &self.model {
+            p.learn_peer_port(ip, qpn, port);
+        }
     }
 
     /// Records the MAC of the peer at `ip`.

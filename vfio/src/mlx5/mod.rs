@@ -49,6 +49,7 @@ pub mod barrier;
 pub mod bringup;
 pub mod cmdif;
 pub mod config;
+pub mod counters;
 pub mod cq;
 pub mod effects;
 pub mod eq;
@@ -66,6 +67,7 @@ pub mod teardown;
 
 pub use cmdif::{CmdIf, CmdStats, SlotClass};
 pub use config::DriverConfig;
+pub use counters::{q_counters_named, PortCounters};
 pub use cq::{Completion, Cq};
 pub use error::{DriverError, Result};
 pub use gid::{gid_of, GidEntry};

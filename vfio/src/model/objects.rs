@@ -166,6 +166,9 @@ pub struct Qp {
     pub inline: BTreeMap<u16, Vec<u8>>,
     /// The RC engine (RTR and later).
     pub engine: Option<Box<Engine>>,
+    /// The engine's counters as last added to the QP's counter set
+    /// ([`super::qcounters::account`]).
+    pub seen: rdmesh_core::rc::RcCounters,
 }
 
 impl Qp {
