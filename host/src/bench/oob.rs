@@ -60,6 +60,10 @@ pub struct QpInfo {
     pub udp_port: u16,
     /// Largest path MTU this end can use, bytes.
     pub mtu: u32,
+    /// The MAC of this end's port, when it knows one: a peer on the vfio provider puts it in
+    /// its QP's address path (there is no ARP under VFIO). Sent as 6 more bytes after the
+    /// 50 of the first format; a 50-byte QP info (an older rdmesh) has none.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// End-of-test report.
@@ -157,14 +161,20 @@ impl Channel {
         p.extend_from_slice(&gid.octets());
         p.extend_from_slice(&q.udp_port.to_be_bytes());
         p.extend_from_slice(&q.mtu.to_be_bytes());
+        if let Some(m) = q.mac {
+            p.extend_from_slice(&m);
+        }
         self.send(T_QPINFO, &p)
     }
 
     /// Receives the peer's QP information.
     pub fn recv_qp_info(&mut self) -> Result<QpInfo> {
         let p = self.recv(T_QPINFO)?;
-        if p.len() != 50 {
-            return Err(self.err(format!("QP info of {} bytes, expected 50", p.len())));
+        if p.len() != 50 && p.len() != 56 {
+            return Err(self.err(format!(
+                "QP info of {} bytes, expected 50 (without a MAC) or 56",
+                p.len()
+            )));
         }
         let u32_at = |o: usize| u32::from_be_bytes(p[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_be_bytes(p[o..o + 8].try_into().expect("8 bytes"));
@@ -182,6 +192,11 @@ impl Channel {
             gid,
             udp_port: u16::from_be_bytes([p[44], p[45]]),
             mtu: u32_at(46),
+            mac: p.get(50..56).map(|m| {
+                let mut a = [0u8; 6];
+                a.copy_from_slice(m);
+                a
+            }),
         };
         if q.qpn > 0xff_ffff || q.psn > 0xff_ffff {
             return Err(self.err(format!(
@@ -259,6 +274,8 @@ mod test {
             let h = c.recv_hello().unwrap();
             let q = c.recv_qp_info().unwrap();
             c.send_qp_info(&q).unwrap();
+            let q = c.recv_qp_info().unwrap();
+            c.send_qp_info(&q).unwrap();
             c.sync(7).unwrap();
             // Wrong type: the peer waits for a report and gets a sync.
             c.send(T_SYNC, &[0, 0, 0, 1]).unwrap();
@@ -284,6 +301,13 @@ mod test {
             gid: "10.0.0.1".parse().unwrap(),
             udp_port: 4791,
             mtu: 4096,
+            mac: None,
+        };
+        c.send_qp_info(&q).unwrap();
+        assert_eq!(c.recv_qp_info().unwrap(), q);
+        let q = QpInfo {
+            mac: Some([2, 0, 10, 0, 0, 1]),
+            ..q
         };
         c.send_qp_info(&q).unwrap();
         assert_eq!(c.recv_qp_info().unwrap(), q);

@@ -147,6 +147,10 @@ pub struct Device {
     /// A port wire of the caller's ([`super::FrameSink`]: a UDP socket, a raw socket), used
     /// when no [`super::ModelLink`] joins this device to another model.
     pub port: Mutex<Option<Arc<dyn super::FrameSink>>>,
+    /// Held from taking a step's frames until they are on the wire, so that two threads
+    /// running the progress loop at once never send this device's frames out of order (a
+    /// reordered request is a PSN sequence error to the peer).
+    pub tx_order: Mutex<()>,
 }
 
 /// Rounds of the progress loop before it gives up (a ping-pong that never settles would be
@@ -164,6 +168,7 @@ impl Device {
             inbox: Mutex::new(VecDeque::new()),
             link: Mutex::new(None),
             port: Mutex::new(None),
+            tx_order: Mutex::new(()),
         })
     }
 
@@ -207,6 +212,7 @@ impl Device {
         for _ in 0..MAX_ROUNDS {
             let mut any = false;
             for d in &devs {
+                let _order = d.tx_order.lock().unwrap_or_else(|p| p.into_inner());
                 let (frames, active) = d.step();
                 any |= active;
                 if frames.is_empty() {
