@@ -222,6 +222,24 @@ impl Device {
         }
     }
 
+    /// The device model behind a model-backed device ([`Device::open_model`]), for tests and
+    /// diagnosis (pages it holds, its counters, its fault knobs); `None` otherwise.
+    pub fn model(&self) -> Option<rdmesh_vfio::model::ModelDevice> {
+        match &self.provider {
+            Provider::Vfio(v) => v.model.as_ref().map(|(m, _)| m.clone()),
+            Provider::Soft(_) => None,
+        }
+    }
+
+    /// vfio provider and model: why the device is dead (fatal health, the syndrome named), or
+    /// `None` while it lives (and always for the soft provider).
+    pub fn fatal_error(&self) -> Option<String> {
+        match &self.provider {
+            Provider::Vfio(v) => v.hca.fatal().map(|e| e.to_string()),
+            Provider::Soft(_) => None,
+        }
+    }
+
     /// The device name.
     pub fn name(&self) -> &str {
         &self.info().name

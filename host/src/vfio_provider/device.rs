@@ -94,10 +94,22 @@ pub(crate) struct VfioDevice {
     _sys: Option<Arc<VfioPciDevice>>,
     /// The device model behind a model-backed device, and its port on the link.
     pub(crate) model: Option<(ModelDevice, Option<super::udp_port::UdpPort>)>,
-    /// The QPs made on this device (for `rdmesh stats`).
-    qps: Mutex<Vec<std::sync::Weak<super::VfioQp>>>,
+    /// The QPs made on this device, as `rdmesh stats` shows them.
+    pub(crate) qp_stats: super::stats::QpStats,
     /// The `rdmesh stats` publisher.
     stats: Mutex<Option<super::stats::StatsThread>>,
+}
+
+impl Drop for VfioDevice {
+    fn drop(&mut self) {
+        // The publisher first: it reads the device until it stops.
+        drop(
+            self.stats
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
+    }
 }
 
 impl std::fmt::Debug for VfioDevice {
@@ -142,33 +154,36 @@ impl VfioDevice {
             neighbors: Mutex::new(HashMap::new()),
             _sys: sys,
             model: None,
-            qps: Mutex::new(Vec::new()),
+            qp_stats: Default::default(),
             stats: Mutex::new(None),
         }))
     }
 
-    /// Starts the `rdmesh stats` publisher (once the device is shared).
+    /// Starts the `rdmesh stats` publisher.
     fn publish(dev: Arc<VfioDevice>) -> Arc<VfioDevice> {
-        let t = super::stats::StatsThread::start(&dev);
-        *dev.stats.lock().unwrap_or_else(|p| p.into_inner()) = t;
+        let src = super::stats::Source {
+            provider: dev.info.provider,
+            device: dev.info.name.clone(),
+            netdev: dev.info.netdev.clone(),
+            local: dev.local_addr(),
+            port: dev.port,
+            reader: dev.hca.counter_reader(),
+            qps: dev.qp_stats.clone(),
+            link: match &dev.model {
+                Some((_, Some(p))) => Some(p.counters()),
+                _ => None,
+            },
+        };
+        *dev.stats.lock().unwrap_or_else(|p| p.into_inner()) =
+            super::stats::StatsThread::start(src);
         dev
     }
 
-    /// Records a QP made on this device.
-    pub(crate) fn register_qp(&self, qp: &Arc<super::VfioQp>) {
-        let mut v = self.qps.lock().unwrap_or_else(|p| p.into_inner());
+    /// Records a QP made on this device for `rdmesh stats`.
+    pub(crate) fn register_qp(&self, stat: &Arc<super::stats::QpStat>) {
+        let mut v = self.qp_stats.lock().unwrap_or_else(|p| p.into_inner());
         v.retain(|w| w.strong_count() > 0);
-        v.push(Arc::downgrade(qp));
-    }
-
-    /// The QPs of this device still open.
-    pub(crate) fn live_qps(&self) -> Vec<Arc<super::VfioQp>> {
-        self.qps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect()
+        v.push(Arc::downgrade(stat));
     }
 
     /// Opens the function at `bdf` (e.g. `0000:01:00.0`) bound to vfio-pci.

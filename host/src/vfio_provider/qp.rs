@@ -35,6 +35,8 @@ pub(crate) struct VfioQp {
     state: Mutex<(QpState, Option<RcPath>)>,
     /// The peer's UDP address and QPN (from INIT→RTR), for `rdmesh stats`.
     remote: Mutex<Option<(std::net::SocketAddr, u32)>>,
+    /// What `rdmesh stats` shows of this QP.
+    stat: Arc<super::stats::QpStat>,
 }
 
 impl std::fmt::Debug for VfioQp {
@@ -47,14 +49,19 @@ impl std::fmt::Debug for VfioQp {
 
 impl VfioQp {
     pub(crate) fn new(qp: Qp, dev: Arc<VfioDevice>) -> Arc<VfioQp> {
-        let q = Arc::new(VfioQp {
+        let stat = Arc::new(super::stats::QpStat {
+            qpn: qp.qpn(),
+            counter_set: qp.counter_set(),
+            now: Mutex::new((QpState::Reset, None)),
+        });
+        dev.register_qp(&stat);
+        Arc::new(VfioQp {
             qp,
-            dev: dev.clone(),
+            dev,
             state: Mutex::new((QpState::Reset, None)),
             remote: Mutex::new(None),
-        });
-        dev.register_qp(&q);
-        q
+            stat,
+        })
     }
 
     /// The peer's UDP address and QPN once connected.
@@ -62,8 +69,16 @@ impl VfioQp {
         *self.remote.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The state as the last `modify` left it, or ERR once the device reported an error
+    /// event for this QP or died (its work then completes with flush errors).
     pub(crate) fn state(&self) -> QpState {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner()).0;
+        if s != QpState::Reset
+            && (self.dev.hca.fatal().is_some() || self.dev.hca.qp_error(self.qp.qpn()).is_some())
+        {
+            return QpState::Err;
+        }
+        s
     }
 
     /// `ibv_modify_qp`: every RC transition of the kernel's table (`ib_modify_qp_is_ok`),
@@ -165,12 +180,21 @@ impl VfioQp {
             }
         }
         st.0 = to;
+        *self.stat.now.lock().unwrap_or_else(|p| p.into_inner()) = (to, self.remote());
         Ok(())
     }
 
     /// `ibv_post_send`.
     pub(crate) fn post_send(&self, wrs: &[SendWr]) -> Result<()> {
         let qpn = self.qp.qpn();
+        if let Some(e) = self.dev.hca.fatal() {
+            return Err(Error::Post {
+                qpn,
+                index: 0,
+                wr_id: wrs.first().map_or(0, |w| w.wr_id),
+                reason: e.to_string(),
+            });
+        }
         if self.state() != QpState::Rts {
             return Err(Error::Post {
                 qpn,

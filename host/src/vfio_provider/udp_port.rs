@@ -62,7 +62,7 @@ struct Shared {
     local: SocketAddr,
     /// Peer UDP ports by (address, peer QPN), and the last one learnt per address.
     ports: Mutex<PeerPorts>,
-    counters: PortCounters,
+    counters: Arc<PortCounters>,
     name: String,
 }
 
@@ -281,7 +281,7 @@ impl UdpPort {
             sock,
             local,
             ports: Mutex::new((HashMap::new(), HashMap::new())),
-            counters: PortCounters::default(),
+            counters: Arc::new(PortCounters::default()),
             name: name.to_string(),
         });
         model
@@ -320,8 +320,8 @@ impl UdpPort {
     }
 
     /// The port's counters.
-    pub(crate) fn counters(&self) -> &PortCounters {
-        &self.shared.counters
+    pub(crate) fn counters(&self) -> Arc<PortCounters> {
+        self.shared.counters.clone()
     }
 }
 

@@ -121,17 +121,32 @@ impl Hca {
         let mut hw = Hw::new(cmd, mmio.clone(), dma.clone());
         let mut progress = Progress::default();
         match steps(&mut hw, &cfg, &irq, fw, &mut progress) {
-            Ok(info) => Ok(Hca {
-                inner: Arc::new(HcaInner {
+            Ok(info) => {
+                let health = cfg.health_interval;
+                let inner = Arc::new(HcaInner {
+                    core: Arc::new(super::hca::Core::new(cfg.name.clone(), hw)),
                     cfg,
-                    hw: Mutex::new(hw),
                     mmio,
                     dma,
-                    _irq: irq,
+                    _irq: irq.clone(),
                     info,
                     qps: Mutex::new(HashMap::new()),
-                }),
-            }),
+                    thread: Mutex::new(None),
+                });
+                // From here events are serviced at any time, not only while a command runs.
+                match super::events::EventThread::start(&inner.core, irq, health) {
+                    Ok(t) => {
+                        *inner.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+                    }
+                    Err(e) => {
+                        return Err(DriverError::config(
+                            &inner.cfg.name,
+                            format!("starting the event thread: {e}"),
+                        ))
+                    }
+                }
+                Ok(Hca { inner })
+            }
             Err(e) => {
                 super::teardown::unwind(
                     &mut hw,

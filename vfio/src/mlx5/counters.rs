@@ -10,8 +10,11 @@ use rdmesh_core::mlx5::cmd::{
     QueryVportCounterOut,
 };
 
+use std::sync::{Arc, Weak};
+
 use super::cmdif::parse_err;
-use super::hca::Hca;
+use super::hca::{Core, Hca};
+use super::hw::Hw;
 use super::{DriverError, Result};
 
 /// Port-wide counters of one device.
@@ -105,7 +108,109 @@ pub fn q_counters_named(q: &QueryQCounterOut) -> Vec<(&'static str, u64)> {
     ]
 }
 
+fn query_q_counter(hw: &mut Hw, id: u8) -> Result<QueryQCounterOut> {
+    let what = format!("Q counter set {id}");
+    let out = hw.exec(
+        &QueryQCounterIn {
+            clear: false,
+            counter_set_id: id,
+        },
+        0,
+        &what,
+    )?;
+    QueryQCounterOut::parse(&out).map_err(|e| parse_err(hw.name(), Opcode::QueryQCounter, e, &what))
+}
+
+fn port_counters(hw: &mut Hw, port: u8, cc_query_allowed: bool) -> Result<PortCounters> {
+    let out = hw.exec(
+        &QueryVportCounterIn {
+            port_num: port,
+            ..Default::default()
+        },
+        0,
+        "vport counters",
+    )?;
+    let v = QueryVportCounterOut::parse(&out)
+        .map_err(|e| parse_err(hw.name(), Opcode::QueryVportCounter, e, "vport counters"))?;
+    let mut p = PortCounters {
+        tx_packets: v.transmitted_ib_unicast.packets,
+        tx_bytes: v.transmitted_ib_unicast.octets,
+        rx_packets: v.received_ib_unicast.packets,
+        rx_bytes: v.received_ib_unicast.octets,
+        rx_errors: v.received_errors.packets,
+        ..Default::default()
+    };
+    if cc_query_allowed {
+        let out = hw.exec(
+            &QueryCongStatisticsIn { clear: false },
+            0,
+            "congestion counters",
+        )?;
+        let c = QueryCongStatisticsOut::parse(&out).map_err(|e| {
+            parse_err(
+                hw.name(),
+                Opcode::QueryCongStatistics,
+                e,
+                "congestion counters",
+            )
+        })?;
+        p.rp_cnp_handled = c.rp_cnp_handled();
+        p.rp_cnp_ignored = c.rp_cnp_ignored();
+        p.np_ecn_marked_roce_packets = c.np_ecn_marked_roce_packets();
+        p.np_cnp_sent = c.np_cnp_sent();
+    }
+    Ok(p)
+}
+
+/// Reads the device's counters from another thread without keeping the device alive (a
+/// statistics publisher): it holds only a weak reference to the command state, so the device
+/// is torn down by its last user handle as usual; afterwards every read fails with
+/// [`DriverError::Closed`].
+#[derive(Debug, Clone)]
+pub struct CounterReader {
+    core: Weak<Core>,
+    cc_query_allowed: bool,
+    name: String,
+}
+
+impl CounterReader {
+    fn core(&self) -> Result<Arc<Core>> {
+        self.core.upgrade().ok_or_else(|| DriverError::Closed {
+            device: self.name.clone(),
+        })
+    }
+
+    /// As [`Hca::port_counters`].
+    ///
+    /// # Errors
+    /// [`DriverError::Closed`] once the device is gone; command errors.
+    pub fn port_counters(&self, port: u8) -> Result<PortCounters> {
+        let core = self.core()?;
+        let mut hw = core.hw();
+        port_counters(&mut hw, port, self.cc_query_allowed)
+    }
+
+    /// As [`Hca::query_q_counter`].
+    ///
+    /// # Errors
+    /// [`DriverError::Closed`] once the device is gone; command errors.
+    pub fn query_q_counter(&self, id: u8) -> Result<QueryQCounterOut> {
+        let core = self.core()?;
+        let mut hw = core.hw();
+        query_q_counter(&mut hw, id)
+    }
+}
+
 impl Hca {
+    /// A [`CounterReader`] for this device.
+    pub fn counter_reader(&self) -> CounterReader {
+        CounterReader {
+            core: Arc::downgrade(&self.inner.core),
+            cc_query_allowed: self.info().caps.cc_query_allowed,
+            name: self.name().to_string(),
+        }
+    }
+
     /// ALLOC_Q_COUNTER: a new counter set.
     ///
     /// # Errors
@@ -144,17 +249,7 @@ impl Hca {
     /// # Errors
     /// Command errors.
     pub fn query_q_counter(&self, id: u8) -> Result<QueryQCounterOut> {
-        let what = format!("Q counter set {id}");
-        let out = self.inner.hw().exec(
-            &QueryQCounterIn {
-                clear: false,
-                counter_set_id: id,
-            },
-            0,
-            &what,
-        )?;
-        QueryQCounterOut::parse(&out)
-            .map_err(|e| parse_err(self.name(), Opcode::QueryQCounter, e, &what))
+        query_q_counter(&mut self.inner.hw(), id)
     }
 
     /// QUERY_VPORT_COUNTER and (when `cc_query_allowed`) QUERY_CONG_STATISTICS of port
@@ -163,43 +258,10 @@ impl Hca {
     /// # Errors
     /// Command errors.
     pub fn port_counters(&self, port: u8) -> Result<PortCounters> {
-        let out = self.inner.hw().exec(
-            &QueryVportCounterIn {
-                port_num: port,
-                ..Default::default()
-            },
-            0,
-            "vport counters",
-        )?;
-        let v = QueryVportCounterOut::parse(&out)
-            .map_err(|e| parse_err(self.name(), Opcode::QueryVportCounter, e, "vport counters"))?;
-        let mut p = PortCounters {
-            tx_packets: v.transmitted_ib_unicast.packets,
-            tx_bytes: v.transmitted_ib_unicast.octets,
-            rx_packets: v.received_ib_unicast.packets,
-            rx_bytes: v.received_ib_unicast.octets,
-            rx_errors: v.received_errors.packets,
-            ..Default::default()
-        };
-        if self.info().caps.cc_query_allowed {
-            let out = self.inner.hw().exec(
-                &QueryCongStatisticsIn { clear: false },
-                0,
-                "congestion counters",
-            )?;
-            let c = QueryCongStatisticsOut::parse(&out).map_err(|e| {
-                parse_err(
-                    self.name(),
-                    Opcode::QueryCongStatistics,
-                    e,
-                    "congestion counters",
-                )
-            })?;
-            p.rp_cnp_handled = c.rp_cnp_handled();
-            p.rp_cnp_ignored = c.rp_cnp_ignored();
-            p.np_ecn_marked_roce_packets = c.np_ecn_marked_roce_packets();
-            p.np_cnp_sent = c.np_cnp_sent();
-        }
-        Ok(p)
+        port_counters(
+            &mut self.inner.hw(),
+            port,
+            self.info().caps.cc_query_allowed,
+        )
     }
 }

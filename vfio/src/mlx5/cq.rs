@@ -169,6 +169,9 @@ impl Cq {
             }
             out.push(self.complete(&c)?);
         }
+        if out.len() < max && inner.hca.is_dead() {
+            out.extend(self.flush_dead(max - out.len()));
+        }
         if consumed > 0 {
             apply(
                 &Target {
@@ -183,6 +186,37 @@ impl Cq {
             )?;
         }
         Ok(out)
+    }
+
+    /// The device is dead: every outstanding work request of the QPs that complete here
+    /// completes with a flush error, in software (at most `max` per call).
+    fn flush_dead(&self, max: usize) -> Vec<Completion> {
+        let cqn = self.inner.cqn;
+        let qps: Vec<_> = self
+            .inner
+            .hca
+            .qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for q in qps {
+            let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+            if q.send_cqn == cqn {
+                let left = max - out.len();
+                out.extend(q.flush(true, left));
+            }
+            if q.recv_cqn == cqn {
+                let left = max - out.len();
+                out.extend(q.flush(false, left));
+            }
+            if out.len() >= max {
+                break;
+            }
+        }
+        out
     }
 
     /// Polls until `n` completions arrived or `timeout` passed.

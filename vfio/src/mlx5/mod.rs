@@ -54,6 +54,7 @@ pub mod cq;
 pub mod effects;
 pub mod eq;
 pub mod error;
+pub mod events;
 pub mod gid;
 pub mod hca;
 pub mod health;
@@ -67,7 +68,7 @@ pub mod teardown;
 
 pub use cmdif::{CmdIf, CmdStats, SlotClass};
 pub use config::DriverConfig;
-pub use counters::{q_counters_named, PortCounters};
+pub use counters::{q_counters_named, CounterReader, PortCounters};
 pub use cq::{Completion, Cq};
 pub use error::{DriverError, Result};
 pub use gid::{gid_of, GidEntry};

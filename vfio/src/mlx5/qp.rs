@@ -152,6 +152,8 @@ pub struct RecvRequest<'a> {
 #[derive(Debug)]
 pub struct QpQueues {
     qpn: u32,
+    pub(crate) send_cqn: u32,
+    pub(crate) recv_cqn: u32,
     buf: Box<dyn DmaBuffer>,
     dbrec: Box<dyn DmaBuffer>,
     sq_offset: usize,
@@ -207,6 +209,52 @@ impl QpQueues {
         }
         self.sq_cc = wqe_counter.wrapping_add(wqebbs_for_ds(ds) as u16);
         Ok(self.sq_wrid[slot])
+    }
+
+    /// Software flush completions for every outstanding send (`send`) or receive work
+    /// request, at most `max` (the device is dead and will write no CQE; Linux
+    /// `mlx5_ib_poll_sw_comp`).
+    pub(crate) fn flush(&mut self, send: bool, max: usize) -> Vec<super::cq::Completion> {
+        use rdmesh_core::mlx5::cqe::{CqeError, CqeOpcode, Syndrome};
+        let mut out = Vec::new();
+        let error = Some(CqeError {
+            syndrome: Syndrome::WrFlushErr,
+            vendor_err_synd: 0,
+        });
+        if send {
+            while out.len() < max && self.sq_cc != self.sq_pc {
+                let slot = usize::from(self.sq_cc & self.sq_mask());
+                let c = CtrlSeg::new_unchecked(&self.sq_ring[slot * 64..slot * 64 + 16]);
+                let ds = usize::from(c.ds()).max(1);
+                out.push(super::cq::Completion {
+                    wr_id: self.sq_wrid[slot],
+                    qpn: self.qpn,
+                    send: true,
+                    opcode: CqeOpcode::ReqErr,
+                    wqe_opcode: u8::from(c.opcode()),
+                    byte_len: 0,
+                    imm: 0,
+                    error,
+                });
+                self.sq_cc = self.sq_cc.wrapping_add(wqebbs_for_ds(ds) as u16);
+            }
+        } else {
+            while out.len() < max && self.rq_tail != self.rq_head {
+                let id = self.rq_wrid[usize::from(self.rq_tail) & (self.rq_cnt() - 1)];
+                self.rq_tail = self.rq_tail.wrapping_add(1);
+                out.push(super::cq::Completion {
+                    wr_id: id,
+                    qpn: self.qpn,
+                    send: false,
+                    opcode: CqeOpcode::RespErr,
+                    wqe_opcode: 0,
+                    byte_len: 0,
+                    imm: 0,
+                    error,
+                });
+            }
+        }
+        out
     }
 
     /// A responder CQE: the oldest receive WQE is done.
@@ -337,6 +385,8 @@ impl Qp {
         };
         let queues = Arc::new(Mutex::new(QpQueues {
             qpn,
+            send_cqn: send_cq.cqn(),
+            recv_cqn: recv_cq.cqn(),
             buf,
             dbrec,
             sq_offset: rq_bytes,
@@ -711,6 +761,9 @@ impl Qp {
     }
 
     fn post_send_inner(&self, reqs: &[SendRequest<'_>], posted: &mut usize) -> Result<()> {
+        if let Some(e) = self.hca.fatal() {
+            return Err(e);
+        }
         let mut guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let q = &mut *guard;
         let name = self.hca.cfg.name.as_str();
@@ -786,6 +839,9 @@ impl Qp {
     pub fn post_recv(&self, reqs: &[RecvRequest<'_>]) -> Result<()> {
         if reqs.is_empty() {
             return Ok(());
+        }
+        if let Some(e) = self.hca.fatal() {
+            return Err(e);
         }
         let mut guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let q = &mut *guard;

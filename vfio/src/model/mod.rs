@@ -270,6 +270,36 @@ impl ModelDevice {
         self.dev.lock().pages.count()
     }
 
+    /// The firmware asks for `n` more pages (`n > 0`) or gives `-n` pages back (`n < 0`)
+    /// with a page-request EQE on the EQ that takes them, at once, whatever the driver is
+    /// doing (as firmware does when it grows or shrinks its memory at run time). Returns
+    /// `false` when no EQ takes page-request events yet.
+    pub fn request_pages(&self, n: i32) -> bool {
+        let mut st = self.dev.lock();
+        let t = u8::from(rdmesh_core::mlx5::cmd::EventType::PageRequest);
+        if !st.eqs.values().any(|e| e.wants(t)) {
+            return false;
+        }
+        if n > 0 {
+            st.pages.requested += i64::from(n);
+        }
+        eq::post_event(
+            &mut st,
+            rdmesh_core::mlx5::cmd::EqeRepr::PageRequest {
+                ec_function: 0,
+                func_id: 0,
+                num_pages: n,
+            },
+        );
+        true
+    }
+
+    /// Bytes of DMA memory mapped for this device (every buffer the driver allocated and
+    /// has not freed): 0 once a driver has released everything.
+    pub fn mapped_bytes(&self) -> usize {
+        self.dev.space.mapped_bytes()
+    }
+
     /// Number of live objects: (UARs, PDs, MKEYs, EQs, CQs, QPs).
     pub fn object_counts(&self) -> (usize, usize, usize, usize, usize, usize) {
         let st = self.dev.lock();
