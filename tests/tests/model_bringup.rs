@@ -68,6 +68,7 @@ fn bringup_follows_the_reference_order() {
         Opcode::InitHca,
         Opcode::ModifyNicVportContext, // roce_en
         Opcode::QueryNicVportContext,  // MAC
+        Opcode::AccessReg,             // PAOS, then PMTU
         Opcode::AllocUar,
         Opcode::CreateEq,
         Opcode::ManagePages, // regular pages, from the event thread

@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
+pub mod probe;
 pub mod stats;
 pub mod topo;
 

@@ -84,6 +84,28 @@ impl ModelPortConfig {
     }
 }
 
+/// An open function: the device, BAR0, DMA memory.
+pub(crate) type PciParts = (Arc<VfioPciDevice>, Arc<dyn Mmio>, Arc<dyn DmaAllocator>);
+
+/// The VFIO side of a function at `bdf`, without the mlx5 bring-up: the device (group,
+/// container), BAR0 mapped with bus mastering on, and IOMMU-mapped DMA memory
+/// (`rdmesh doctor --probe` uses these alone).
+///
+/// Errors: [`Error::Config`] naming the BDF and what to check.
+pub(crate) fn open_pci_parts(
+    bdf: &str,
+) -> Result<PciParts> {
+    let sys = |e: rdmesh_vfio::sys::SysError| Error::Config(format!("vfio {bdf}: {e}"));
+    let addr = PciAddress::parse(bdf).map_err(sys)?;
+    let container = Container::open().map_err(sys)?;
+    let dev = VfioPciDevice::open(&container, addr).map_err(sys)?;
+    let bar: Arc<dyn Mmio> = Arc::new(dev.map_bar(0).map_err(sys)?);
+    dev.enable_bus_master().map_err(sys)?;
+    let dma: Arc<dyn DmaAllocator> =
+        Arc::new(VfioDma::new(container, VfioDmaConfig::default()).map_err(sys)?);
+    Ok((dev, bar, dma))
+}
+
 /// An open vfio-provider device.
 pub(crate) struct VfioDevice {
     pub(crate) hca: Hca,
@@ -147,7 +169,9 @@ impl VfioDevice {
                 provider: "vfio",
                 netdev: name,
                 addr: cfg.addr,
-                netdev_mtu: 4200,
+                // The port's MTU from PMTU (hardware MTU − 22), as a netdev would have it;
+                // 4200 (path MTU 4096) when the function cannot read the register.
+                netdev_mtu: hca.info().port.and_then(|p| p.eth_mtu()).unwrap_or(4200),
             },
             hca,
             port: cfg.port,
@@ -189,14 +213,8 @@ impl VfioDevice {
     /// Opens the function at `bdf` (e.g. `0000:01:00.0`) bound to vfio-pci.
     pub(crate) fn open_pci(bdf: &str, cfg: VfioConfig) -> Result<Arc<VfioDevice>> {
         let sys = |e: rdmesh_vfio::sys::SysError| Error::Config(format!("vfio {bdf}: {e}"));
-        let addr = PciAddress::parse(bdf).map_err(sys)?;
-        let container = Container::open().map_err(sys)?;
-        let dev = VfioPciDevice::open(&container, addr).map_err(sys)?;
-        let bar: Arc<dyn Mmio> = Arc::new(dev.map_bar(0).map_err(sys)?);
-        dev.enable_bus_master().map_err(sys)?;
+        let (dev, bar, dma) = open_pci_parts(bdf)?;
         let irq: Arc<dyn Interrupt> = Arc::new(dev.enable_vector0().map_err(sys)?);
-        let dma: Arc<dyn DmaAllocator> =
-            Arc::new(VfioDma::new(container, VfioDmaConfig::default()).map_err(sys)?);
         VfioDevice::open_with(bdf.to_string(), bar, dma, irq, cfg, Some(dev), false)
             .map(VfioDevice::publish)
     }
@@ -238,6 +256,13 @@ impl VfioDevice {
             mac,
             cfg.raw_receive,
         )?;
+        // Several models may share an address (ephemeral ports): the port tells them apart.
+        let bound = port.local_addr().port();
+        let name = if bound == crate::verbs::ROCE_V2_UDP_PORT {
+            name
+        } else {
+            format!("{name}:{bound}")
+        };
         let dev = VfioDevice::open_with(
             name,
             model.mmio(),

@@ -20,6 +20,7 @@ pub(crate) mod qp;
 pub(crate) mod stats;
 pub(crate) mod udp_port;
 
+pub(crate) use device::open_pci_parts;
 pub(crate) use device::VfioDevice;
 pub use device::{ModelPortConfig, VfioConfig};
 pub(crate) use qp::VfioQp;

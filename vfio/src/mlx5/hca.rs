@@ -30,6 +30,8 @@ pub struct HcaInfo {
     pub mac: [u8; 6],
     /// Boot + init pages lent during bring-up.
     pub startup_pages: usize,
+    /// Port 1 as PAOS and PMTU show it, when the device lets the function read them.
+    pub port: Option<super::bringup::PortInfo>,
 }
 
 /// What the event thread shares with the device: the command state, the event state and

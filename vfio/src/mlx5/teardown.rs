@@ -64,7 +64,7 @@ pub(crate) fn teardown(hw: &mut Hw, info: &HcaInfo, dead: bool) -> Result<()> {
 }
 
 /// TEARDOWN_HCA (if `initialized`), page reclaim, DISABLE_HCA.
-fn close_hca(hw: &mut Hw, initialized: bool) -> Result<()> {
+pub(crate) fn close_hca(hw: &mut Hw, initialized: bool) -> Result<()> {
     let mut first: Option<DriverError> = None;
     if initialized {
         if let Err(e) = hw.exec(
