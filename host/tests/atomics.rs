@@ -20,9 +20,9 @@ fn end(addr: IpAddr, access: AccessFlags) -> End {
         ..SoftConfig::new(addr)
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(4096, access).unwrap();
-    let cq = dev.create_cq(256);
+    let cq = dev.create_cq(256).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     to_init(&qp, access);
     End { dev, cq, qp, mr }

@@ -33,9 +33,9 @@ fn end(n: u8, dcqcn: bool) -> End {
         ..SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 31, n)))
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(4 << 20, AccessFlags::ALL).unwrap();
-    let cq = dev.create_cq(1024);
+    let cq = dev.create_cq(1024).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     to_init(&qp, AccessFlags::ALL);
     End { dev, cq, qp, mr }

@@ -20,9 +20,9 @@ fn end(n: u8, recovery: Recovery) -> End {
         ..SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 12, n)))
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(4 << 20, AccessFlags::ALL).unwrap();
-    let cq = dev.create_cq(1024);
+    let cq = dev.create_cq(1024).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     qp.set_recovery(recovery).unwrap();
     to_init(&qp, AccessFlags::ALL);
@@ -161,9 +161,9 @@ fn peer_main() {
         ..SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 12, 21)))
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(4 << 20, AccessFlags::ALL).unwrap();
-    let cq = dev.create_cq(1024);
+    let cq = dev.create_cq(1024).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     to_init(&qp, AccessFlags::ALL);
     println!(
@@ -242,10 +242,10 @@ fn requester_main() {
         })
         .unwrap();
         local = dev.local_addr();
-        let pd = dev.alloc_pd();
+        let pd = dev.alloc_pd().unwrap();
         let mr = pd.register(64 << 20, AccessFlags::ALL).unwrap();
         mr.with(|m| m.fill(0x3c));
-        let cq = dev.create_cq(1024);
+        let cq = dev.create_cq(1024).unwrap();
         let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
         to_init(&qp, AccessFlags::ALL);
         let (fds1, threads1, rss1) = (

@@ -26,9 +26,9 @@ fn end(n: u8) -> (End, ProtectionDomain) {
         ..SoftConfig::new(lo(n))
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(LEN, AccessFlags::ALL).unwrap();
-    let cq = dev.create_cq(64);
+    let cq = dev.create_cq(64).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     to_init(&qp, AccessFlags::ALL);
     (End { dev, cq, qp, mr }, pd)
@@ -124,7 +124,7 @@ fn deregistered(n: u8, read: bool) {
 /// A region of another PD of the same device: the QP (on PD A) must not reach it.
 fn other_pd(n: u8, op: &str) {
     let (a, b, _pd_b) = pair(n);
-    let pd_other = b.dev.alloc_pd();
+    let pd_other = b.dev.alloc_pd().unwrap();
     let foreign = pd_other.register(LEN, AccessFlags::ALL).unwrap();
     fill(&foreign, 0x77);
     fill(&a.mr, 0x11);
@@ -152,7 +152,7 @@ fn other_pd(n: u8, op: &str) {
 #[test]
 fn atomic_to_mr_of_another_pd_is_refused() {
     let (a, b, _pd_b) = pair(21);
-    let pd_other = b.dev.alloc_pd();
+    let pd_other = b.dev.alloc_pd().unwrap();
     let foreign = pd_other.register(LEN, AccessFlags::ALL).unwrap();
     fill(&foreign, 0x77);
     let sge = Sge {

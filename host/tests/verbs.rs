@@ -20,9 +20,9 @@ fn end(addr: IpAddr, access: AccessFlags, len: usize) -> End {
         ..SoftConfig::new(addr)
     })
     .unwrap();
-    let pd = dev.alloc_pd();
+    let pd = dev.alloc_pd().unwrap();
     let mr = pd.register(len, access).unwrap();
-    let cq = dev.create_cq(1024);
+    let cq = dev.create_cq(1024).unwrap();
     let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
     to_init(&qp, access);
     End { dev, cq, qp, mr }
@@ -334,6 +334,7 @@ fn bad_bind_and_registration_errors_are_clear() {
     .unwrap();
     let e = d
         .alloc_pd()
+        .unwrap()
         .register(64, AccessFlags::REMOTE_WRITE)
         .unwrap_err();
     assert!(

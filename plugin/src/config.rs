@@ -5,7 +5,8 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `RDMESH_NICS` | discovered | explicit NIC list `[netdev=]addr/prefix[@Gb/s],...`, e.g. `lo=127.0.1.1/24` (tests, loopback, hosts whose discovery should be bypassed) |
+//! | `RDMESH_NICS` | discovered | explicit NIC list `[netdev=]addr/prefix[@Gb/s],...`, e.g. `lo=127.0.1.1/24` (tests, loopback, hosts whose discovery should be bypassed); `vfio:BDF=addr/prefix` makes a NIC of a ConnectX function bound to vfio-pci (`vfio:0000:01:00.0=10.10.1.11/24`) |
+//! | `RDMESH_PROVIDER` | soft | the provider of every other NIC's device: `soft`, `model` or `vfio:BDF` (read by the mesh node) |
 //! | `RDMESH_FINALIZE_WAIT_MS` | 5000 | how long the last `finalize` waits for rdmesh's threads to exit, ms |
 //! | `RDMESH_MAX_REQUESTS` | 256 | requests in flight per comm before `isend`/`irecv` return a NULL request (32..=4096; NCCL needs 32, and 32 × maxRecvs on the send side) |
 
@@ -122,6 +123,20 @@ pub fn parse_nics(value: &str) -> Result<Vec<NicSpec>> {
             .ok()
             .filter(|p| *p <= max)
             .ok_or_else(|| bad(item, "has an invalid prefix length"))?;
+        // `vfio:BDF=addr/prefix`: the NIC is that ConnectX function on vfio-pci.
+        let mut provider = rdmesh_host::verbs::ProviderKind::Soft;
+        let netdev = match netdev {
+            Some(n) if n.starts_with("vfio:") => {
+                provider = n
+                    .parse()
+                    .map_err(|e: String| bad(item, &format!("names a bad function: {e}")))?;
+                match &provider {
+                    rdmesh_host::verbs::ProviderKind::Vfio(bdf) => Some(bdf.clone()),
+                    _ => None,
+                }
+            }
+            n => n,
+        };
         let netdev = netdev.filter(|n| !n.is_empty()).unwrap_or_else(|| {
             if ip.is_loopback() {
                 "lo".into()
@@ -129,9 +144,13 @@ pub fn parse_nics(value: &str) -> Result<Vec<NicSpec>> {
                 format!("nic{i}")
             }
         });
-        let mut device = format!("soft_{netdev}");
+        let prefix = match provider {
+            rdmesh_host::verbs::ProviderKind::Vfio(_) => "mlx5_vfio",
+            _ => "soft",
+        };
+        let mut device = format!("{prefix}_{netdev}");
         if out.iter().any(|n| n.device == device) {
-            device = format!("soft_{netdev}_{i}");
+            device = format!("{prefix}_{netdev}_{i}");
         }
         out.push(NicSpec {
             device,
@@ -139,6 +158,7 @@ pub fn parse_nics(value: &str) -> Result<Vec<NicSpec>> {
             netdev,
             addr: IfAddr { ip, prefix_len },
             gbps,
+            provider,
         });
     }
     if out.is_empty() {
@@ -165,6 +185,22 @@ mod test {
         assert_eq!(n[1].gbps, 25.0);
         assert_eq!(n[1].addr.prefix_len, 24);
         assert_eq!(n[2].addr.ip.to_string(), "fd00::2");
+        let v =
+            parse_nics("vfio:0000:01:00.0=10.10.1.11/24@200,vfio:2:01:00.1=10.10.2.11/24").unwrap();
+        assert_eq!(
+            v[0].provider,
+            rdmesh_host::verbs::ProviderKind::Vfio("0000:01:00.0".into())
+        );
+        assert_eq!(
+            (v[0].device.as_str(), v[0].netdev.as_str(), v[0].gbps),
+            ("mlx5_vfio_0000:01:00.0", "0000:01:00.0", 200.0)
+        );
+        assert_eq!(v[1].netdev, "0002:01:00.1");
+        assert_eq!(n[0].provider, rdmesh_host::verbs::ProviderKind::Soft);
+        assert!(parse_nics("vfio:zz=10.0.0.1/24")
+            .unwrap_err()
+            .message
+            .contains("bad function"));
         for bad in ["127.0.0.1", "x/24", "127.0.0.1/33", "10.0.0.1/24@-1", " , "] {
             let e = parse_nics(bad).unwrap_err();
             assert!(e.message.contains("RDMESH_NICS"), "{e}");

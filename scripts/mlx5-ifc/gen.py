@@ -20,6 +20,12 @@ DESC={
 'rst2init_qp_in':'RST2INIT_QP input','rst2init_qp_out':'RST2INIT_QP output','init2rtr_qp_in':'INIT2RTR_QP input','init2rtr_qp_out':'INIT2RTR_QP output','rtr2rts_qp_in':'RTR2RTS_QP input','rtr2rts_qp_out':'RTR2RTS_QP output','qp_2err_in':'2ERR_QP input','qp_2err_out':'2ERR_QP output','query_qp_in':'QUERY_QP input','query_qp_out':'QUERY_QP output (QP context, then PAS)',
 'set_roce_address_in':'SET_ROCE_ADDRESS input (one GID table entry)','set_roce_address_out':'SET_ROCE_ADDRESS output','query_roce_address_in':'QUERY_ROCE_ADDRESS input','query_roce_address_out':'QUERY_ROCE_ADDRESS output','roce_addr_layout':'one RoCE address (GID table) entry',
 'query_vport_state_in':'QUERY_VPORT_STATE input','query_vport_state_out':'QUERY_VPORT_STATE output','query_special_contexts_in':'QUERY_SPECIAL_CONTEXTS input','query_special_contexts_out':'QUERY_SPECIAL_CONTEXTS output',
+'qp_2rst_in':'2RST_QP input','qp_2rst_out':'2RST_QP output','init2init_qp_in':'INIT2INIT_QP input','init2init_qp_out':'INIT2INIT_QP output','rts2rts_qp_in':'RTS2RTS_QP input','rts2rts_qp_out':'RTS2RTS_QP output',
+'pmtu_reg':'PMTU register (port MTU: maximum, administrative and operational, register id 0x5003)',
+'alloc_q_counter_in':'ALLOC_Q_COUNTER input','alloc_q_counter_out':'ALLOC_Q_COUNTER output','dealloc_q_counter_in':'DEALLOC_Q_COUNTER input','dealloc_q_counter_out':'DEALLOC_Q_COUNTER output',
+'query_q_counter_in':'QUERY_Q_COUNTER input','query_q_counter_out':'QUERY_Q_COUNTER output (the counters of one counter set)',
+'query_cong_statistics_in':'QUERY_CONG_STATISTICS input','query_cong_statistics_out':'QUERY_CONG_STATISTICS output (DCQCN reaction and notification point counters)',
+'query_vport_counter_in':'QUERY_VPORT_COUNTER input','query_vport_counter_out':'QUERY_VPORT_COUNTER output (traffic counters of the vport)','traffic_counter':'a packets/octets counter pair',
 }
 def where(off,w):
     b=off//8

@@ -40,6 +40,16 @@ fn bringup_follows_the_reference_order() {
     };
     let dev = ModelDevice::new(cfg);
     let hca = bring_up(&dev, "model-0000:01:00.0");
+    // Once the async EQ exists the model asks for its regular pages; the driver's event
+    // thread answers at once, with no command of ours running.
+    let start = std::time::Instant::now();
+    while dev.pages_held() < u64::from(cfg.boot_pages + cfg.init_pages + cfg.regular_pages) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "the event thread did not service the page request"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 
     let history = hca.command_history();
     let expected = [
@@ -58,16 +68,18 @@ fn bringup_follows_the_reference_order() {
         Opcode::InitHca,
         Opcode::ModifyNicVportContext, // roce_en
         Opcode::QueryNicVportContext,  // MAC
+        Opcode::AccessReg,             // PAOS, then PMTU
         Opcode::AllocUar,
         Opcode::CreateEq,
+        Opcode::ManagePages, // regular pages, from the event thread
     ];
     assert_eq!(dedup(&history), expected, "full history: {history:?}");
-    // 700 init pages at 512 per command: two MANAGE_PAGES.
+    // 700 init pages at 512 per command: two MANAGE_PAGES; then the regular pages.
     let manage = history
         .iter()
         .filter(|&&o| o == Opcode::ManagePages)
         .count();
-    assert_eq!(manage, 3, "{history:?}");
+    assert_eq!(manage, 4, "{history:?}");
 
     let info = hca.info().clone();
     assert_eq!(info.fw, cfg.fw_version);
@@ -84,7 +96,10 @@ fn bringup_follows_the_reference_order() {
     assert_eq!(c.commands_executed, history.len() as u64);
     assert_eq!(c.cmd_doorbells, history.len() as u64);
     assert_eq!(c.commands_failed, 0, "{:?}", dev.last_command_error());
-    assert_eq!(dev.pages_held(), u64::from(cfg.boot_pages + cfg.init_pages));
+    assert_eq!(
+        dev.pages_held(),
+        u64::from(cfg.boot_pages + cfg.init_pages + cfg.regular_pages)
+    );
     assert_eq!(dev.object_counts(), (1, 0, 0, 1, 0, 0));
 
     // After CREATE_EQ, commands complete through command EQEs, and the page request the

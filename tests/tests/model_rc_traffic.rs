@@ -383,8 +383,8 @@ mod through_host_verbs {
             .unwrap();
         assert_eq!(dev.provider(), "vfio");
         assert_eq!(dev.mac(), Some([2, 0, 0, 0, 0, mac_last]));
-        let pd = dev.try_alloc_pd().unwrap();
-        let cq = dev.try_create_cq(256).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(256).unwrap();
         let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
         let mr = pd.register(1 << 16, AccessFlags::ALL).unwrap();
         End {

@@ -97,6 +97,38 @@ pub trait DmaBuffer: Send + Sync + core::fmt::Debug {
     /// Errors: [`DmaError::OutOfBounds`].
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), DmaError>;
 
+    /// Runs `f` on the `len` bytes at `offset`. The default copies them out, runs `f` on the
+    /// copy and writes back the runs of bytes `f` changed (a closure that only reads writes
+    /// nothing; bytes the device writes meanwhile elsewhere in the range survive). A buffer
+    /// that can keep the device away while `f` runs (the device model holds the buffer's lock)
+    /// hands out the bytes themselves instead.
+    ///
+    /// Errors: [`DmaError::OutOfBounds`].
+    fn with_bytes(
+        &self,
+        offset: usize,
+        len: usize,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), DmaError> {
+        let mut copy = vec![0u8; len];
+        self.read(offset, &mut copy)?;
+        let before = copy.clone();
+        f(&mut copy);
+        let mut i = 0;
+        while i < len {
+            if copy[i] == before[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < len && copy[i] != before[i] {
+                i += 1;
+            }
+            self.write(offset + start, &copy[start..i])?;
+        }
+        Ok(())
+    }
+
     /// Whether the buffer is empty.
     fn is_empty(&self) -> bool {
         self.len() == 0

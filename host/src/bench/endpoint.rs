@@ -9,8 +9,8 @@ use crate::bench::oob::QpInfo;
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::verbs::{
-    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState,
-    QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
+    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, ProviderKind, QpAttr, QpCap,
+    QpState, QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
 /// How long a waiter busy-polls before it blocks, when it has more than one CPU.
@@ -54,6 +54,9 @@ pub struct DeviceChoice {
     pub impair: Option<crate::soft::Impairment>,
     /// DCQCN congestion control of this end's QP (`SoftConfig::dcqcn`; `None` = no rate limit).
     pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
+    /// The provider (`--provider`): soft, the device model on a UDP socket, or a vfio
+    /// function.
+    pub provider: ProviderKind,
 }
 
 /// A benchmark end.
@@ -73,6 +76,21 @@ pub struct Endpoint {
 impl Endpoint {
     /// Opens the device, registers `buf_len` bytes and creates a QP in RESET.
     pub fn open(choice: &DeviceChoice, buf_len: usize) -> Result<Endpoint> {
+        if choice.provider != ProviderKind::Soft {
+            let soft_only = [
+                (choice.capture.is_some(), "--pcap"),
+                (choice.impair.is_some(), "--impair"),
+                (choice.dcqcn.is_some(), "--dcqcn"),
+                (choice.corrupt_tx_icrc.is_some(), "--corrupt-icrc-packet"),
+            ];
+            if let Some((_, flag)) = soft_only.iter().find(|(on, _)| *on) {
+                return Err(Error::Config(format!(
+                    "{flag} works with the soft provider only, not --provider {}",
+                    choice.provider
+                )));
+            }
+        }
+        let open = |cfg: SoftConfig| Device::open_provider(&choice.provider, cfg);
         let mut cfg = SoftConfig::new(choice.addr);
         cfg.capture = choice.capture.clone();
         cfg.capture_received = choice.capture_received;
@@ -83,28 +101,28 @@ impl Endpoint {
         let device = match choice.udp_port {
             Some(p) => {
                 cfg.udp_port = p;
-                Device::open_soft(cfg)?
+                open(cfg)?
             }
             None => {
                 cfg.udp_port = ROCE_V2_UDP_PORT;
-                match Device::open_soft(cfg.clone()) {
+                match open(cfg.clone()) {
                     Err(Error::Bind { source, .. })
                         if source.kind() == std::io::ErrorKind::AddrInUse =>
                     {
                         tracing::info!(addr = %choice.addr, "UDP port 4791 is taken on this address; using an ephemeral port (rdmesh peers learn it out of band)");
                         cfg.udp_port = 0;
-                        Device::open_soft(cfg)?
+                        open(cfg)?
                     }
                     r => r?,
                 }
             }
         };
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd()?;
         let mr = pd.register(
             buf_len,
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
         )?;
-        let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize);
+        let cq = device.create_cq(2 * (TX_DEPTH + RX_DEPTH) as usize)?;
         let qp = pd.create_qp(
             &cq,
             &cq,
@@ -152,7 +170,31 @@ impl Endpoint {
             mtu: self.device.info().active_mtu().bytes(),
             // A server answers with the mode it chose (`oob::negotiate`).
             recovery: super::oob::RECOVERY_GO_BACK_N,
+            mac: self.device.mac(),
         }
+    }
+
+    /// vfio provider and model: records the peer's MAC for the QP's address path — the one
+    /// its QP info carried, else the kernel's neighbour entry ([`crate::topo::neigh`]).
+    ///
+    /// Errors: [`Error::Config`] when neither knows it.
+    fn learn_peer_mac(&self, peer: &QpInfo) -> Result<()> {
+        if self.device.provider() == "soft" {
+            return Ok(());
+        }
+        let mac = peer
+            .mac
+            .or_else(|| crate::topo::neigh::peer_mac(peer.gid))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "{} ({} provider) cannot learn the MAC of peer {}: its out-of-band QP info                      carried none (a peer of an older rdmesh or perftest) and the kernel has no                      neighbour entry for it. Under VFIO there is no ARP: run an rdmesh of this                      version on the peer, or make the kernel resolve the address (a netdev on                      that subnet)",
+                    self.device.name(),
+                    self.device.provider(),
+                    peer.gid
+                ))
+            })?;
+        self.device.set_neighbor(peer.gid, mac);
+        Ok(())
     }
 
     /// Moves the QP through RTR and RTS towards `peer` with path MTU `mtu` (16 READs
@@ -168,6 +210,7 @@ impl Endpoint {
     ///
     /// Errors: as [`QueuePair::modify`].
     pub fn connect_with(&self, peer: &QpInfo, mtu: Mtu, max_rd_atomic: u8) -> Result<()> {
+        self.learn_peer_mac(peer)?;
         self.qp.modify(&QpAttr {
             qp_state: Some(QpState::Rtr),
             ah_attr: Some(AhAttr {

@@ -116,6 +116,10 @@ pub struct QpInfo {
     /// [`RECOVERY_SELECTIVE`]; the server's answer to a negotiating client). A 50-byte QP
     /// info from an older rdmesh reads as go-back-N.
     pub recovery: u8,
+    /// The MAC of this end's port, when it knows one: a peer on the vfio provider puts it in
+    /// its QP's address path (there is no ARP under VFIO). Sent as 6 more bytes (51..57) after
+    /// the recovery byte; a 50- or 51-byte QP info (an older rdmesh) has none.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// End-of-test report.
@@ -214,14 +218,20 @@ impl Channel {
         p.extend_from_slice(&q.udp_port.to_be_bytes());
         p.extend_from_slice(&q.mtu.to_be_bytes());
         p.push(q.recovery);
+        if let Some(m) = q.mac {
+            p.extend_from_slice(&m);
+        }
         self.send(T_QPINFO, &p)
     }
 
     /// Receives the peer's QP information.
     pub fn recv_qp_info(&mut self) -> Result<QpInfo> {
         let p = self.recv(T_QPINFO)?;
-        if p.len() != 50 && p.len() != 51 {
-            return Err(self.err(format!("QP info of {} bytes, expected 51", p.len())));
+        if p.len() != 50 && p.len() != 51 && p.len() != 57 {
+            return Err(self.err(format!(
+                "QP info of {} bytes, expected 50, 51 (without a MAC) or 57",
+                p.len()
+            )));
         }
         let u32_at = |o: usize| u32::from_be_bytes(p[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_be_bytes(p[o..o + 8].try_into().expect("8 bytes"));
@@ -240,6 +250,11 @@ impl Channel {
             udp_port: u16::from_be_bytes([p[44], p[45]]),
             mtu: u32_at(46),
             recovery: p.get(50).copied().unwrap_or(RECOVERY_GO_BACK_N),
+            mac: p.get(51..57).map(|m| {
+                let mut a = [0u8; 6];
+                a.copy_from_slice(m);
+                a
+            }),
         };
         if recovery_from_code(q.recovery).is_none() {
             return Err(self.err(format!("unknown recovery mode {} in QP info", q.recovery)));
@@ -320,6 +335,8 @@ mod test {
             let h = c.recv_hello().unwrap();
             let q = c.recv_qp_info().unwrap();
             c.send_qp_info(&q).unwrap();
+            let q = c.recv_qp_info().unwrap();
+            c.send_qp_info(&q).unwrap();
             c.sync(7).unwrap();
             // Wrong type: the peer waits for a report and gets a sync.
             c.send(T_SYNC, &[0, 0, 0, 1]).unwrap();
@@ -346,6 +363,13 @@ mod test {
             udp_port: 4791,
             mtu: 4096,
             recovery: RECOVERY_SELECTIVE,
+            mac: None,
+        };
+        c.send_qp_info(&q).unwrap();
+        assert_eq!(c.recv_qp_info().unwrap(), q);
+        let q = QpInfo {
+            mac: Some([2, 0, 10, 0, 0, 1]),
+            ..q
         };
         c.send_qp_info(&q).unwrap();
         assert_eq!(c.recv_qp_info().unwrap(), q);

@@ -154,6 +154,7 @@ pub fn run(opts: &BenchOptions, capture: Option<std::sync::Arc<Capture>>) -> Res
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
             dcqcn: opts.dcqcn,
+            provider: opts.provider.clone(),
         },
         (2 * slot + size) as usize,
     )?;
@@ -198,6 +199,8 @@ pub fn run(opts: &BenchOptions, capture: Option<std::sync::Arc<Capture>>) -> Res
         mtu: mtu.bytes(),
         // perftest peers speak IBTA go-back-N; nothing is negotiated.
         recovery: super::oob::RECOVERY_GO_BACK_N,
+        // perftest's exchange carries no MAC: the kernel's, when it knows the peer.
+        mac: crate::topo::neigh::peer_mac(peer.addr()),
     };
     let max_rd = peer.out_reads.clamp(1, OUT_READS) as u8;
     ep.connect_with(&info, mtu, max_rd)?;

@@ -111,6 +111,8 @@ pub struct BenchOptions {
     pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
     /// Bandwidth tests: print a [`crate::bench::trace`] line this often while the client sends.
     pub report_interval: Option<Duration>,
+    /// The provider of this end's device (with `loopback`: both ends).
+    pub provider: crate::verbs::ProviderKind,
 }
 
 /// Bytes of buffer the client asks for per side.
@@ -211,6 +213,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
             dcqcn: opts.dcqcn,
+            provider: opts.provider.clone(),
         };
         client(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     } else {
@@ -244,6 +247,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
             dcqcn: opts.dcqcn,
+            provider: opts.provider.clone(),
         };
         serve(opts, Channel::new(stream, opts.timeout)?, &choice)?;
     }
@@ -272,6 +276,7 @@ fn loopback_pair(
         corrupt_tx_icrc: None,
         impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
         dcqcn: opts.dcqcn,
+        provider: opts.provider.clone(),
     };
     let client_choice = DeviceChoice {
         addr: lo,
@@ -282,6 +287,7 @@ fn loopback_pair(
         corrupt_tx_icrc: opts.corrupt_tx_icrc,
         impair: opts.impair,
         dcqcn: opts.dcqcn,
+        provider: opts.provider.clone(),
     };
     let sopts = opts.clone();
     let server = std::thread::Builder::new()
@@ -882,14 +888,17 @@ fn client_lat(
             Mode::Write => {
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, opts.verify));
                 let t = Instant::now();
-                ep.qp.post_send(&[unsignaled(SendWr::new(
-                    i,
-                    WrOpcode::RdmaWrite {
-                        remote_addr: peer_dst,
-                        rkey: peer.rkey,
-                    },
-                    vec![src],
-                ))])?;
+                ep.qp.post_send(&[lat_write(
+                    ep,
+                    SendWr::new(
+                        i,
+                        WrOpcode::RdmaWrite {
+                            remote_addr: peer_dst,
+                            rkey: peer.rkey,
+                        },
+                        vec![src],
+                    ),
+                )])?;
                 wait_marker(ep, size, i, opts.timeout)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
                 if opts.verify {
@@ -991,14 +1000,17 @@ fn server_lat(
                     verified += size;
                 }
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, verify));
-                ep.qp.post_send(&[unsignaled(SendWr::new(
-                    i,
-                    WrOpcode::RdmaWrite {
-                        remote_addr: peer_dst,
-                        rkey: peer.rkey,
-                    },
-                    vec![src],
-                ))])?;
+                ep.qp.post_send(&[lat_write(
+                    ep,
+                    SendWr::new(
+                        i,
+                        WrOpcode::RdmaWrite {
+                            remote_addr: peer_dst,
+                            rkey: peer.rkey,
+                        },
+                        vec![src],
+                    ),
+                )])?;
             }
         }
         Mode::Send => {
@@ -1032,8 +1044,11 @@ fn server_lat(
     Ok(verified)
 }
 
-fn unsignaled(mut wr: SendWr) -> SendWr {
-    wr.signaled = false;
+/// A write-latency WRITE: unsignaled. A hardware-style provider (vfio, model) frees send-queue
+/// entries only when a completion reports them, so every 64th is signaled there (and reaped by
+/// [`wait_marker`]); the soft provider frees them on the ACK.
+fn lat_write(ep: &Endpoint, mut wr: SendWr) -> SendWr {
+    wr.signaled = ep.device.provider() != "soft" && wr.wr_id % 64 == 63;
     wr
 }
 

@@ -641,12 +641,12 @@ fn run_vfio(bdf: &str, plan: &Plan) -> Result<Report> {
 pub fn run_verbs(dev: &crate::verbs::Device, name: &str, plan: &Plan) -> Result<Report> {
     use crate::verbs::{AccessFlags, AhAttr, QpAttr, QpCap, QpState};
     let max = plan.sizes.iter().copied().max().unwrap_or(64) as usize;
-    let pd = dev.try_alloc_pd()?;
+    let pd = dev.alloc_pd()?;
     let mr = pd.register(
         max.max(64),
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
     )?;
-    let cq = dev.try_create_cq(4096)?;
+    let cq = dev.create_cq(4096)?;
     let qp = pd.create_qp(
         &cq,
         &cq,

@@ -37,6 +37,10 @@ pub struct MeshBenchArgs {
     /// Print the matrix as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Device provider of this node's NICs: soft, model or vfio:BDF (default: RDMESH_PROVIDER,
+    /// else soft).
+    #[arg(long, value_parser = super::parse_provider)]
+    pub provider: Option<crate::verbs::ProviderKind>,
 }
 
 /// Runs `rdmesh bench mesh`; rank 0 (or `--loopback`) prints the matrix to stdout.
@@ -65,7 +69,17 @@ pub fn run(args: &MeshBenchArgs) -> Result<()> {
                     bench::MAX_WORLD
                 )));
             }
-            Some(bench::run_loopback(n, size, args.iters, timeout)?)
+            let provider = match &args.provider {
+                Some(p) => p.clone(),
+                None => crate::verbs::ProviderKind::from_env()?.unwrap_or_default(),
+            };
+            Some(bench::run_loopback_with(
+                n,
+                size,
+                args.iters,
+                timeout,
+                provider,
+            )?)
         }
         (None, Some(rv)) => bench::run(&MeshBenchOptions {
             world: args.world,
@@ -74,7 +88,13 @@ pub fn run(args: &MeshBenchArgs) -> Result<()> {
             size,
             iters: args.iters,
             timeout,
-            config: MeshConfig::from_env()?,
+            config: {
+                let mut c = MeshConfig::from_env()?;
+                if args.provider.is_some() {
+                    c.provider = args.provider.clone();
+                }
+                c
+            },
         })?,
         (Some(_), Some(_)) => {
             return Err(Error::Config(

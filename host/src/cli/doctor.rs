@@ -29,6 +29,14 @@ pub struct DoctorArgs {
     /// Root of the device nodes (`vfio/vfio`, `vfio/<group>`).
     #[arg(long, default_value = "/dev")]
     pub dev_root: PathBuf,
+    /// First contact with a function on vfio-pci (a PCI address, or `model` for the device
+    /// model): bring-up up to INIT_HCA and back down, each command printed with its status and
+    /// time, and a JSON transcript written (see --transcript). Runs instead of the checks.
+    #[arg(long, value_name = "BDF")]
+    pub probe: Option<String>,
+    /// With --probe: where to write the transcript (default rdmesh-probe-<BDF>.json).
+    #[arg(long, requires = "probe", value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
 }
 
 /// Outcome of one check.
@@ -657,6 +665,9 @@ pub fn report(checks: &[Check], w: &mut impl std::io::Write) -> std::io::Result<
 
 /// Runs `rdmesh doctor`: prints the report; an error (exit status 1) when a check failed.
 pub fn run(args: &DoctorArgs) -> Result<()> {
+    if let Some(target) = &args.probe {
+        return super::probe::run(target, args.transcript.as_deref());
+    }
     let roots = Roots {
         sys: args.sysfs_root.clone(),
         proc: args.proc_root.clone(),

@@ -15,6 +15,7 @@ pub mod fuzz;
 pub mod mlx5;
 pub mod pcap;
 pub mod pingpong;
+pub mod probe;
 pub mod stats;
 pub mod topo;
 
@@ -242,6 +243,16 @@ pub struct BenchArgs {
     /// while the client sends.
     #[arg(long, value_name = "MS")]
     pub report_interval: Option<u64>,
+    /// Device provider: soft (RoCEv2 over a UDP socket), model (the mlx5 device model driven
+    /// by the vfio provider, its port on a UDP socket), or vfio:BDF (a ConnectX function bound
+    /// to vfio-pci). With --loopback: both ends.
+    #[arg(long, value_parser = parse_provider, default_value = "soft")]
+    pub provider: crate::verbs::ProviderKind,
+}
+
+/// Parses `--provider`.
+pub fn parse_provider(s: &str) -> std::result::Result<crate::verbs::ProviderKind, String> {
+    s.parse()
 }
 
 /// `--recovery` values.
@@ -387,6 +398,7 @@ impl BenchArgs {
                 }
             }),
             report_interval: self.report_interval.map(Duration::from_millis),
+            provider: self.provider.clone(),
         })
     }
 }

@@ -87,6 +87,19 @@ pub struct PingpongArgs {
     /// Test fault: send the N-th packet (1-based) with a corrupted ICRC.
     #[arg(long, hide = true)]
     pub corrupt_icrc_packet: Option<u64>,
+    /// Device provider: soft, model (the mlx5 device model on a UDP socket) or vfio:BDF.
+    #[arg(long, value_parser = crate::cli::parse_provider, default_value = "soft")]
+    pub provider: crate::verbs::ProviderKind,
+    /// The peer's MAC (aa:bb:cc:dd:ee:ff), for the vfio provider and the model: rc_pingpong's
+    /// exchange carries none, so without this flag the kernel's neighbour entry for the peer
+    /// is used, and the run stops when there is none.
+    #[arg(long, value_parser = parse_mac_arg)]
+    pub peer_mac: Option<[u8; 6]>,
+}
+
+fn parse_mac_arg(s: &str) -> std::result::Result<[u8; 6], String> {
+    crate::verbs::parse_mac(s.trim())
+        .ok_or_else(|| format!("{s:?} is not a MAC (aa:bb:cc:dd:ee:ff)"))
 }
 
 /// The connection data rc_pingpong exchanges.
@@ -244,14 +257,19 @@ impl End {
         let mut cfg = SoftConfig::new(addr);
         cfg.raw_receive = !args.no_raw_rx;
         cfg.corrupt_tx_icrc = args.corrupt_icrc_packet;
-        let device = Device::open_soft(cfg)?;
-        let pd = device.alloc_pd();
+        if args.corrupt_icrc_packet.is_some() && args.provider != crate::verbs::ProviderKind::Soft {
+            return Err(Error::Config(
+                "--corrupt-icrc-packet works with the soft provider only".into(),
+            ));
+        }
+        let device = Device::open_provider(&args.provider, cfg)?;
+        let pd = device.alloc_pd()?;
         let size = args.size as usize;
         let send = pd.register(size.max(1), AccessFlags::LOCAL_WRITE)?;
         let depth = args.rx_depth.max(1);
         let recv = pd.register(size.max(1) * depth as usize, AccessFlags::LOCAL_WRITE)?;
         send.with(|b| fill_message(&mut b[..size]));
-        let cq = device.create_cq(2 * depth as usize + 2);
+        let cq = device.create_cq(2 * depth as usize + 2)?;
         let qp = pd.create_qp(
             &cq,
             &cq,
@@ -300,6 +318,26 @@ impl End {
                 lkey: self.recv.lkey(),
             }],
         }])
+    }
+
+    /// vfio provider and model: the peer's MAC for the address path (`--peer-mac`, else the
+    /// kernel's neighbour entry).
+    fn learn_peer_mac(&self, rem: &Dest, given: Option<[u8; 6]>) -> Result<()> {
+        if self.device.provider() == "soft" {
+            return Ok(());
+        }
+        let ip = rem.addr();
+        let mac = given
+            .or_else(|| crate::topo::neigh::peer_mac(ip))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "{} ({} provider) cannot learn the MAC of peer {ip}: ibv_rc_pingpong's                      exchange carries none, and the kernel has no neighbour entry for it (under                      VFIO there is no ARP). Give it with --peer-mac aa:bb:cc:dd:ee:ff",
+                    self.device.name(),
+                    self.device.provider()
+                ))
+            })?;
+        self.device.set_neighbor(ip, mac);
+        Ok(())
     }
 
     fn connect(&self, rem: &Dest, mtu: Mtu) -> Result<()> {
@@ -393,6 +431,7 @@ pub fn run(args: &PingpongArgs) -> Result<()> {
                 reason,
             })?;
             write_msg(&mut s, DONE, "\"done\"")?;
+            end.learn_peer_mac(&rem, args.peer_mac)?;
             end.connect(&rem, mtu)?;
             (s, end, rem)
         }
@@ -420,6 +459,7 @@ pub fn run(args: &PingpongArgs) -> Result<()> {
                 peer: peer.to_string(),
                 reason,
             })?;
+            end.learn_peer_mac(&rem, args.peer_mac)?;
             end.connect(&rem, mtu)?;
             write_msg(&mut s, &end.dest().to_wire(), "the local address")?;
             let mut d = [0u8; DONE.len()];

@@ -8,6 +8,13 @@
 //! received), duplicate and out-of-sequence requests, CNPs sent and received, CE marks
 //! received, current DCQCN rate in Mb/s (`-` when no rate limit applies). `--json` prints the
 //! snapshots as one JSON array instead.
+//!
+//! Devices of the vfio provider and the device model show the device's own counters: the
+//! port's (RoCE packets and bytes each way, receive errors, CNPs handled and sent, ECN-marked
+//! packets) and, per QP, its Q counter set under the mlx5 names (`rdma statistic`): WRITE /
+//! READ / atomic requests received, out-of-sequence and duplicate requests, PSN-sequence
+//! NAKs, local ACK timeouts, RNR and transport retries exceeded, error and flush CQEs.
+//! `--provider soft|model|vfio:BDF` shows only devices of that provider.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,6 +41,79 @@ pub struct StatsArgs {
     /// Only processes with this pid.
     #[arg(long)]
     pub pid: Option<u32>,
+    /// Only devices of this provider: soft, model, or vfio:BDF (one function).
+    #[arg(long, value_parser = parse_provider)]
+    pub provider: Option<crate::verbs::ProviderKind>,
+}
+
+fn parse_provider(s: &str) -> std::result::Result<crate::verbs::ProviderKind, String> {
+    s.parse()
+}
+
+/// Whether snapshot `v` is a device of provider `p` (snapshots without a `provider` key are
+/// soft devices of an older rdmesh).
+pub fn matches_provider(v: &Value, p: &crate::verbs::ProviderKind) -> bool {
+    let prov = v["provider"].as_str().unwrap_or("soft");
+    match p {
+        crate::verbs::ProviderKind::Vfio(bdf) => {
+            prov == "vfio" && v["netdev"].as_str() == Some(bdf.as_str())
+        }
+        k => prov == k.name(),
+    }
+}
+
+/// The device's own counters (vfio provider, model): a port line and a row per QP.
+fn hw_table(s: &mut String, d: &Value) {
+    use std::fmt::Write as _;
+    let c = &d["counters"];
+    let _ = writeln!(
+        s,
+        "  port tx_packets {} tx_bytes {} rx_packets {} rx_bytes {} rx_errors {} np_ecn_marked_roce_packets {} np_cnp_sent {} rp_cnp_handled {} rp_cnp_ignored {}",
+        n(c, "tx_packets"),
+        n(c, "tx_bytes"),
+        n(c, "rx_packets"),
+        n(c, "rx_bytes"),
+        n(c, "rx_errors"),
+        n(c, "np_ecn_marked_roce_packets"),
+        n(c, "np_cnp_sent"),
+        n(c, "rp_cnp_handled"),
+        n(c, "rp_cnp_ignored"),
+    );
+    let qps = d["qps"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if qps.is_empty() {
+        let _ = writeln!(s, "  (no QPs)");
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "  {:<8} {:<5} {:>4} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "QPN", "state", "set", "rx_write", "rx_read", "rx_atomic", "oos", "dup", "seq_err",
+        "tmout", "rnr_buf", "rnr_exc", "retr_exc", "cqe_err", "flush"
+    );
+    for q in qps {
+        let qc = &q["counters"];
+        let _ = writeln!(
+            s,
+            "  {:<8} {:<5} {:>4} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            format!("{:#08x}", n(q, "qpn")),
+            q["state"].as_str().unwrap_or("?"),
+            q["counter_set"]
+                .as_u64()
+                .map_or("-".to_string(), |v| v.to_string()),
+            n(qc, "rx_write_requests"),
+            n(qc, "rx_read_requests"),
+            n(qc, "rx_atomic_requests"),
+            n(qc, "out_of_sequence"),
+            n(qc, "duplicate_request"),
+            n(qc, "packet_seq_err"),
+            n(qc, "local_ack_timeout_err"),
+            n(qc, "out_of_buffer"),
+            n(qc, "rnr_nak_retry_err"),
+            n(qc, "req_transport_retries_exceeded"),
+            n(qc, "req_cqe_error") + n(qc, "resp_cqe_error"),
+            n(qc, "req_cqe_flush_error") + n(qc, "resp_cqe_flush_error"),
+        );
+    }
 }
 
 fn n(v: &Value, k: &str) -> u64 {
@@ -56,15 +136,25 @@ pub fn table(snaps: &[Value]) -> String {
     }
     for d in snaps {
         let c = &d["counters"];
+        let provider = d["provider"].as_str().unwrap_or("soft");
         let _ = writeln!(
             s,
-            "pid {} ({}) device {} netdev {} local {}",
+            "pid {} ({}) device {} netdev {} local {}{}",
             n(d, "pid"),
             d["process"].as_str().unwrap_or(""),
             d["device"].as_str().unwrap_or("?"),
             d["netdev"].as_str().unwrap_or("?"),
             d["local"].as_str().unwrap_or("?"),
+            if provider == "soft" {
+                String::new()
+            } else {
+                format!(" provider {provider}")
+            },
         );
+        if provider != "soft" {
+            hw_table(&mut s, d);
+            continue;
+        }
         let _ = writeln!(
             s,
             "  device tx_packets {} rx_packets {} icrc_errors {} malformed {} unknown_qp {} wrong_source {} cnp_received {} tx_errors {}",
@@ -175,6 +265,9 @@ pub fn run(args: &StatsArgs) -> Result<()> {
         if let Some(pid) = args.pid {
             snaps.retain(|v| v["pid"].as_u64() == Some(u64::from(pid)));
         }
+        if let Some(p) = &args.provider {
+            snaps.retain(|v| matches_provider(v, p));
+        }
         let text = if args.json {
             format!("{}\n", Value::Array(snaps))
         } else {
@@ -231,5 +324,38 @@ mod test {
             "{t}"
         );
         assert_eq!(table(&[]), "no open rdmesh devices\n");
+    }
+
+    #[test]
+    fn hw_table_shows_port_and_q_counters() {
+        let v: Value = serde_json::from_str(
+            r#"{"pid": 7, "process": "rdmesh", "provider": "model", "device": "mlx5_vfio_model_10.0.0.1",
+                "netdev": "model_10.0.0.1", "local": "10.0.0.1:4791",
+                "counters": {"tx_packets": 500, "tx_bytes": 33000, "rx_packets": 40, "np_cnp_sent": 3, "rp_cnp_handled": 2},
+                "qps": [{"qpn": 20, "state": "RTS", "counter_set": 1,
+                         "counters": {"rx_write_requests": 500, "out_of_sequence": 4, "req_cqe_flush_error": 1}}]}"#,
+        )
+        .unwrap();
+        let t = table(std::slice::from_ref(&v));
+        assert!(t.contains("provider model"), "{t}");
+        assert!(
+            t.contains("port tx_packets 500 tx_bytes 33000 rx_packets 40"),
+            "{t}"
+        );
+        assert!(t.contains("np_cnp_sent 3 rp_cnp_handled 2"), "{t}");
+        let row = t.lines().find(|l| l.contains("0x000014")).expect(&t);
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cols[..4], &["0x000014", "RTS", "1", "500"]);
+        assert_eq!(cols[6], "4", "oos: {row}");
+        assert_eq!(cols[14], "1", "flush: {row}");
+        use crate::verbs::ProviderKind as P;
+        assert!(matches_provider(&v, &P::Model));
+        assert!(!matches_provider(&v, &P::Soft));
+        let old_soft: Value = serde_json::from_str(r#"{"pid": 1}"#).unwrap();
+        assert!(matches_provider(&old_soft, &P::Soft));
+        let vf: Value =
+            serde_json::from_str(r#"{"provider": "vfio", "netdev": "0000:01:00.0"}"#).unwrap();
+        assert!(matches_provider(&vf, &P::Vfio("0000:01:00.0".into())));
+        assert!(!matches_provider(&vf, &P::Vfio("0000:02:00.0".into())));
     }
 }

@@ -187,6 +187,20 @@ pub fn run(opts: &MeshBenchOptions) -> Result<Option<Matrix>> {
 ///
 /// Errors: as [`run`].
 pub fn run_loopback(n: usize, size: usize, iters: usize, timeout: Duration) -> Result<Matrix> {
+    run_loopback_with(n, size, iters, timeout, Default::default())
+}
+
+/// [`run_loopback`] with the endpoints' devices of `provider` (soft, or the device model on a
+/// UDP socket).
+///
+/// Errors: as [`run_loopback`].
+pub fn run_loopback_with(
+    n: usize,
+    size: usize,
+    iters: usize,
+    timeout: Duration,
+    provider: crate::verbs::ProviderKind,
+) -> Result<Matrix> {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| bench_err(format!("picking a rendezvous port: {e}")))?
@@ -212,6 +226,7 @@ pub fn run_loopback(n: usize, size: usize, iters: usize, timeout: Duration) -> R
                         prefix_len: 24,
                     },
                     gbps: 10.0,
+                    provider: provider.clone(),
                 }]),
                 ..MeshConfig::default()
             },

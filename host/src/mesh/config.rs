@@ -13,6 +13,7 @@
 //! | `RDMESH_IB_TIMEOUT` | 16 | QP local ACK timeout code, 4.096 µs · 2^n (16 ≈ 268 ms) |
 //! | `RDMESH_IB_RETRY_CNT` | 7 | QP transport retries before a link is declared down (16 and 7: about 2.1 s) |
 //! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
+//! | `RDMESH_PROVIDER` | soft | `soft`, `model` (the mlx5 device model, its port on a UDP socket) or `vfio:BDF`: the provider of every NIC's device (a NIC listed as `vfio:BDF=addr/len` keeps its own) |
 
 use std::time::Duration;
 
@@ -54,6 +55,9 @@ pub struct MeshConfig {
     pub max_requests: usize,
     /// Idle time after which a rail someone waits on is probed.
     pub keepalive: Duration,
+    /// The provider of the NICs' devices (`RDMESH_PROVIDER`); `None`: each NIC's own
+    /// (soft unless listed as `vfio:BDF`).
+    pub provider: Option<crate::verbs::ProviderKind>,
 }
 
 impl Default for MeshConfig {
@@ -76,6 +80,7 @@ impl Default for MeshConfig {
             },
             max_requests: 64,
             keepalive: Duration::from_millis(200),
+            provider: None,
         }
     }
 }
@@ -138,6 +143,8 @@ impl MeshConfig {
         if let Some(r) = parse::<u8>("RDMESH_IB_RETRY_CNT", |v| *v <= 7, "0..=7")? {
             c.timing.retry_cnt = r;
         }
+        c.provider =
+            crate::verbs::ProviderKind::from_env().map_err(|e| MeshError::Config(e.to_string()))?;
         Ok(c)
     }
 }

@@ -1,5 +1,5 @@
 //! The mesh handshake's messages, carried over TCP by [`crate::framing`] with magic `"RDMM"`,
-//! version 1, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
+//! version 2, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
 //! bounded (see the `MAX_*` constants) and checked before anything is allocated.
 //!
 //! | type | direction | payload |
@@ -20,7 +20,8 @@ use crate::mesh::rail::RailInfo;
 /// The handshake protocol.
 pub static PROTOCOL: Protocol = Protocol {
     magic: *b"RDMM",
-    version: 1,
+    // 2: rails carry their port's MAC (RailInfo).
+    version: 2,
     max_payload: 64 << 10,
     name: "an rdmesh mesh node",
 };
@@ -306,6 +307,7 @@ mod test {
             recv_slot_size: 1024,
             mbps: 10_000,
             netdev: format!("veth{n}"),
+            mac: (n % 2 == 0).then_some([2, 0, 0, 0, 0, n]),
         }
     }
 

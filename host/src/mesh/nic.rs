@@ -32,6 +32,9 @@ pub struct NicSpec {
     pub addr: IfAddr,
     /// Bandwidth ceiling per direction, Gb/s: the weight of this NIC in striping.
     pub gbps: f64,
+    /// The provider of its device: soft (default), the device model on a UDP socket, or a
+    /// vfio function (`RDMESH_NICS=vfio:BDF=addr/len`, `RDMESH_PROVIDER`).
+    pub provider: crate::verbs::ProviderKind,
 }
 
 impl NicSpec {
@@ -80,6 +83,17 @@ pub fn nics_from_topology(
     overrides: &[(String, f64)],
 ) -> Vec<NicSpec> {
     let mut out = Vec::new();
+    for p in topo
+        .ports
+        .iter()
+        .filter(|p| p.kind == crate::topo::DeviceKind::Vfio)
+    {
+        let bdf = p.pci.map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(
+            device = %p.device,
+            "{bdf} is a ConnectX function on vfio-pci: nothing in the kernel holds its address, so rdmesh uses it only when RDMESH_NICS lists it (RDMESH_NICS=vfio:{bdf}=ADDR/PREFIX)"
+        );
+    }
     let selected: Vec<_> = topo
         .ports
         .iter()
@@ -109,6 +123,7 @@ pub fn nics_from_topology(
                 netdev: netdev.clone(),
                 addr: *a,
                 gbps,
+                provider: Default::default(),
             });
         }
         for s in &p.siblings {
@@ -156,21 +171,31 @@ pub struct Nic {
 }
 
 impl Nic {
-    /// Opens the soft device of `spec` on UDP port `udp_port` (0 = ephemeral).
+    /// Opens the device of `spec` (its provider) on UDP port `udp_port` (0 = ephemeral; a
+    /// vfio function always uses 4791).
     ///
-    /// Errors: [`MeshError::Host`] when the device cannot bind its address.
+    /// Errors: [`MeshError::Host`] when the device cannot bind its address or come up.
     pub fn open(index: usize, spec: NicSpec, udp_port: u16) -> Result<Nic> {
-        let device = Device::open_soft(SoftConfig {
-            udp_port,
-            ..SoftConfig::new(spec.addr.ip)
-        })
+        let device = Device::open_provider(
+            &spec.provider,
+            SoftConfig {
+                udp_port,
+                ..SoftConfig::new(spec.addr.ip)
+            },
+        )
         .map_err(|e| {
             MeshError::Host(format!(
-                "opening the soft device for NIC {}: {e}",
+                "opening the {} device for NIC {}: {e}",
+                spec.provider,
                 spec.label()
             ))
         })?;
-        let pd = device.alloc_pd();
+        let pd = device.alloc_pd().map_err(|e| {
+            MeshError::Host(format!(
+                "allocating the protection domain of NIC {}: {e}",
+                spec.label()
+            ))
+        })?;
         Ok(Nic {
             index,
             spec,

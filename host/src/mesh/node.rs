@@ -182,6 +182,36 @@ pub struct DeviceStats {
     pub wrong_source: u64,
 }
 
+/// `RDMESH_PROVIDER` over the NIC list: every NIC that is not a vfio function of its own gets
+/// `provider`. One vfio function serves one NIC.
+///
+/// Errors: [`MeshError::Config`] when `vfio:BDF` would serve several NICs.
+fn apply_provider(
+    mut specs: Vec<NicSpec>,
+    provider: Option<&crate::verbs::ProviderKind>,
+) -> Result<Vec<NicSpec>> {
+    use crate::verbs::ProviderKind;
+    let Some(p) = provider else {
+        return Ok(specs);
+    };
+    let mut taken = 0;
+    for s in &mut specs {
+        if matches!(s.provider, ProviderKind::Vfio(_)) {
+            continue;
+        }
+        s.provider = p.clone();
+        taken += 1;
+    }
+    if matches!(p, ProviderKind::Vfio(_)) && taken > 1 {
+        return Err(MeshError::Config(format!(
+            "{}={p} would drive {taken} NICs with one function; list each NIC's function in \
+             RDMESH_NICS=vfio:BDF=addr/len,...",
+            crate::verbs::PROVIDER_ENV
+        )));
+    }
+    Ok(specs)
+}
+
 impl MeshNode {
     /// Starts a node: finds its NICs (from `config.nics`, or by topology discovery: every up
     /// port selected by `RDMESH_HCA`, one NIC per link address), opens a soft device on each,
@@ -216,6 +246,7 @@ impl MeshNode {
                 nics_from_topology(&topo, config.hca.as_ref(), &config.gbps_overrides)
             }
         };
+        let specs = apply_provider(specs, config.provider.as_ref())?;
         if specs.is_empty() {
             return Err(MeshError::NoNic(format!(
                 "no device port is up with an address{}; check `rdmesh topo`",

@@ -117,6 +117,9 @@ pub struct RailInfo {
     pub mbps: u32,
     /// Its netdev name (for naming the link in errors).
     pub netdev: String,
+    /// Its port's MAC, when its device knows one: a vfio-provider peer puts it in the QP's
+    /// address path (a function on vfio-pci has no netdev, so no ARP resolves it).
+    pub mac: Option<[u8; 6]>,
 }
 
 impl RailInfo {
@@ -133,6 +136,10 @@ impl RailInfo {
             .u32(self.recv_slot_size)
             .u32(self.mbps)
             .str(&self.netdev, 64);
+        match self.mac {
+            Some(m) => w.u8(1).raw(&m),
+            None => w.u8(0),
+        };
     }
 
     /// Decodes what [`RailInfo::encode`] wrote, checking the ranges.
@@ -149,6 +156,16 @@ impl RailInfo {
             recv_slot_size: r.u32("rail receive slot size")?,
             mbps: r.u32("rail ceiling")?,
             netdev: r.str("rail netdev", 64)?,
+            mac: match r.u8("rail MAC present")? {
+                0 => None,
+                1 => {
+                    let b = r.take(6, "rail MAC")?;
+                    let mut m = [0u8; 6];
+                    m.copy_from_slice(b);
+                    Some(m)
+                }
+                v => return Err(format!("rail MAC flag {v} is not 0 or 1")),
+            },
         };
         if i.qpn > 0xff_ffff || i.qpn < 2 || i.psn > 0xff_ffff {
             return Err(format!(
@@ -289,7 +306,8 @@ impl Rail {
         };
         let cq = nic
             .device
-            .create_cq((params.send_slots + params.recv_slots + 8) as usize);
+            .create_cq((params.send_slots + params.recv_slots + 8) as usize)
+            .map_err(|e| host("creating the CQ", e))?;
         let qp = nic
             .pd
             .create_qp(
@@ -380,6 +398,7 @@ impl Rail {
             recv_slot_size: self.params.recv_slot_size,
             mbps: (self.nic.spec.gbps * 1000.0).round().min(u32::MAX as f64) as u32,
             netdev: self.nic.spec.netdev.clone(),
+            mac: self.nic.device.mac(),
         }
     }
 
@@ -420,6 +439,18 @@ impl Rail {
         let host = |what: &str, e: crate::Error| {
             MeshError::Host(format!("rail {}: {what}: {e}", self.link))
         };
+        if self.nic.device.provider() != "soft" {
+            let mac = peer.mac.ok_or_else(|| {
+                MeshError::Host(format!(
+                    "rail {}: the peer's end ({} {}) told no MAC in the handshake, and this end's                      {} device has no ARP to learn it",
+                    self.link,
+                    peer.netdev,
+                    peer.addr,
+                    self.nic.device.provider()
+                ))
+            })?;
+            self.nic.device.set_neighbor(peer.addr, mac);
+        }
         self.qp
             .modify(&QpAttr {
                 qp_state: Some(QpState::Rtr),
@@ -801,12 +832,20 @@ mod test {
             recv_slot_size: DATA_SLOT,
             mbps: 100_000,
             netdev: "enp1s0f0np0".into(),
+            mac: Some([2, 0, 0, 0, 0, 9]),
         };
         let mut w = Writer::new();
         i.encode(&mut w);
         let mut r = Reader::new(&w.0);
         assert_eq!(RailInfo::decode(&mut r).unwrap(), i);
         r.finish("rail").unwrap();
+        let none = RailInfo {
+            mac: None,
+            ..i.clone()
+        };
+        let mut w = Writer::new();
+        none.encode(&mut w);
+        assert_eq!(RailInfo::decode(&mut Reader::new(&w.0)).unwrap(), none);
         for bad in [
             RailInfo {
                 qpn: 1 << 24,

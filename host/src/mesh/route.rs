@@ -185,6 +185,7 @@ mod test {
             netdev: dev.into(),
             addr: a(addr),
             gbps,
+            provider: Default::default(),
         }
     }
 

@@ -21,6 +21,7 @@ fn nic(dev: &str, addr: &str, gbps: f64) -> NicSpec {
             prefix_len: p.parse().unwrap(),
         },
         gbps,
+        provider: Default::default(),
     }
 }
 

@@ -41,14 +41,14 @@
 //! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
 mod engine;
-mod headers;
-mod ident;
+pub(crate) mod headers;
+pub(crate) mod ident;
 pub mod impair;
 pub mod path_mtu;
-mod raw_rx;
+pub(crate) mod raw_rx;
 pub mod stats;
 mod tx_batch;
-mod udp_io;
+pub(crate) mod udp_io;
 
 pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};

@@ -241,9 +241,9 @@ mod test {
         let b = open(232, None).unwrap();
         let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
         let setup = |d: &Device| {
-            let pd = d.alloc_pd();
+            let pd = d.alloc_pd().unwrap();
             let mr = pd.register(3000, access).unwrap();
-            let cq = d.create_cq(16);
+            let cq = d.create_cq(16).unwrap();
             let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
             qp.modify(&QpAttr {
                 qp_state: Some(QpState::Init),

@@ -19,7 +19,19 @@
 //!              "counters": { RcCounters fields, "naks_sent": {...}, "naks_received": {...} } } ] }
 //! ```
 //! Counter names are the struct field names (as in `rdmesh bench --counters`); bytes are
-//! payload bytes, rates Mb/s.
+//! payload bytes, rates Mb/s. Soft snapshots carry `"provider": "soft"`.
+//!
+//! Devices of the vfio provider and the device model publish the device's own counters
+//! instead (`crate::vfio_provider`), under the Linux names:
+//! ```text
+//! { "version": 1, "provider": "vfio" | "model", "pid", "process", "unix_ms",
+//!   "device": "mlx5_vfio_0000:01:00.0", "netdev": "0000:01:00.0", "local": "ip:port",
+//!   "counters": { "tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "rx_errors",
+//!                 "rp_cnp_handled", "rp_cnp_ignored", "np_ecn_marked_roce_packets",
+//!                 "np_cnp_sent" },
+//!   "qps": [ { "qpn", "state", "remote", "remote_qpn", "counter_set",
+//!              "counters": { QUERY_Q_COUNTER names: "rx_write_requests", ... } } ] }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -193,6 +205,7 @@ impl Publisher {
             .collect();
         let v = json!({
             "version": FORMAT_VERSION,
+            "provider": "soft",
             "pid": std::process::id(),
             "process": process_name(std::process::id()),
             "unix_ms": unix_ms,
@@ -202,6 +215,11 @@ impl Publisher {
             "counters": device_counters_json(counters),
             "qps": qps,
         });
+        self.write_value(&v);
+    }
+
+    /// Writes `v` as the snapshot (temporary file, then rename).
+    pub(crate) fn write_value(&self, v: &Value) {
         let tmp = self.path.with_extension("json.tmp");
         let r =
             std::fs::write(&tmp, v.to_string()).and_then(|()| std::fs::rename(&tmp, &self.path));
@@ -218,7 +236,7 @@ impl Publisher {
 }
 
 /// The command name of process `pid` (`/proc/<pid>/comm`), or `""`.
-fn process_name(pid: u32) -> String {
+pub(crate) fn process_name(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim().to_string())
         .unwrap_or_default()

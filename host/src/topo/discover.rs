@@ -50,6 +50,8 @@ pub fn discover(opts: &DiscoverOptions) -> Result<Topology> {
         }
         v
     };
+    // Functions on vfio-pci have no RDMA device or netdev; list them too.
+    ports.extend(super::vfio::vfio_ports(root)?);
     fill_siblings(&mut ports);
     ports.sort_by(|a, b| (a.device.as_bytes(), a.port).cmp(&(b.device.as_bytes(), b.port)));
     Ok(Topology {

@@ -9,7 +9,8 @@
 //!
 //! - [`sysfs`]: RDMA devices, ports and GID tables; [`netdev`]: interfaces; [`pci`]: PCI
 //!   addresses, PCIe links and their bandwidth ceiling; [`addrs`]: addresses and prefixes;
-//!   [`soft`]: soft device ports; [`gid`]: the GID choice (also at connect time);
+//!   [`soft`]: soft device ports; [`vfio`]: ConnectX functions bound to vfio-pci; [`gid`]:
+//!   the GID choice (also at connect time);
 //!   [`discover`]: putting it together; [`report`]: the `rdmesh topo` text and JSON.
 //!
 //! ```no_run
@@ -25,11 +26,13 @@ pub mod addrs;
 pub mod discover;
 pub mod error;
 pub mod gid;
+pub mod neigh;
 pub mod netdev;
 pub mod pci;
 pub mod report;
 pub mod soft;
 pub mod sysfs;
+pub mod vfio;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -96,6 +99,8 @@ pub enum DeviceKind {
     Rdma,
     /// A netdev used by rdmesh's soft RoCEv2 provider (machines without RDMA devices).
     Soft,
+    /// A ConnectX function bound to vfio-pci, for rdmesh's vfio provider ([`vfio`]).
+    Vfio,
 }
 
 /// One port of one device: everything `rdmesh topo` reports about it.
@@ -164,7 +169,7 @@ impl Port {
     pub fn roce_mtu(&self) -> Option<u32> {
         let mtu = self.mtu?;
         match self.kind {
-            DeviceKind::Rdma => iboe_mtu(mtu),
+            DeviceKind::Rdma | DeviceKind::Vfio => iboe_mtu(mtu),
             DeviceKind::Soft => Some(crate::verbs::active_mtu_for(mtu).bytes()),
         }
     }

@@ -195,6 +195,9 @@ pub fn write_text(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
         }
         match p.kind {
             DeviceKind::Soft => head.push_str(", soft RoCEv2"),
+            DeviceKind::Vfio => head.push_str(
+                ", on vfio-pci for rdmesh's vfio provider (state unknown until opened; give its address with RDMESH_NICS=vfio:BDF=addr/prefix)",
+            ),
             DeviceKind::Rdma => {
                 if let Some(l) = &p.link_layer {
                     head.push_str(&format!(", {}", l.as_str()));
@@ -234,6 +237,9 @@ pub fn write_text(topo: &Topology, out: &mut dyn Write) -> std::io::Result<()> {
             ),
             (None, DeviceKind::Soft) => "- (soft device: the GID is the address)".into(),
             (None, DeviceKind::Rdma) => "-".into(),
+            (None, DeviceKind::Vfio) => {
+                "- (vfio: GID index 0 = the address rdmesh gives it)".into()
+            }
         };
         row(out, "GID index", gid)?;
         row(

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::soft::SoftDevice;
 use crate::verbs::cq::{CompletionQueue, CqInner, CqKind};
 use crate::verbs::pd::{PdInner, PdKind, ProtectionDomain};
-use crate::vfio_provider::{VfioConfig, VfioDevice};
+use crate::vfio_provider::{ModelPortConfig, VfioConfig, VfioDevice};
 
 /// The RoCEv2 UDP destination port (IANA; rxe_net.c `ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
@@ -187,7 +187,25 @@ impl Device {
         })
     }
 
-    /// The provider's name: `soft` or `vfio`.
+    /// Opens an mlx5 device model whose port is a UDP socket on `config.addr` (see
+    /// [`crate::vfio_provider`]): the vfio provider's driver and the model behind it, no
+    /// hardware, real RoCEv2 on the wire. [`Device::provider`] is `model`.
+    ///
+    /// Errors: [`Error::Bind`] when the UDP port is taken or the address is not local;
+    /// [`Error::Config`] when the bring-up fails.
+    pub fn open_model(config: ModelPortConfig) -> Result<Device> {
+        if config.addr.is_unspecified() {
+            return Err(Error::Config(format!(
+                "model device: {} is not an interface address; the ICRC covers the source address, so bind a concrete one",
+                config.addr
+            )));
+        }
+        Ok(Device {
+            provider: Provider::Vfio(VfioDevice::open_model_port(&config)?),
+        })
+    }
+
+    /// The provider's name: `soft`, `vfio`, or `model` (a device model on a UDP socket).
     pub fn provider(&self) -> &'static str {
         self.info().provider
     }
@@ -200,12 +218,32 @@ impl Device {
         }
     }
 
-    /// vfio provider: the port MAC (from QUERY_NIC_VPORT_CONTEXT); `None` for the soft
-    /// provider.
+    /// The port MAC: vfio provider and model from QUERY_NIC_VPORT_CONTEXT; soft provider
+    /// the MAC of the netdev it sends on (`/sys/class/net/<netdev>/address`; all zeros for
+    /// loopback), `None` when it cannot be read. Peers of a vfio device need it for their
+    /// address path (rdmesh carries it out of band and in the mesh handshake).
     pub fn mac(&self) -> Option<[u8; 6]> {
         match &self.provider {
-            Provider::Soft(_) => None,
+            Provider::Soft(d) => netdev_mac(&d.info.netdev),
             Provider::Vfio(v) => Some(v.hca.info().mac),
+        }
+    }
+
+    /// The device model behind a model-backed device ([`Device::open_model`]), for tests and
+    /// diagnosis (pages it holds, its counters, its fault knobs); `None` otherwise.
+    pub fn model(&self) -> Option<rdmesh_vfio::model::ModelDevice> {
+        match &self.provider {
+            Provider::Vfio(v) => v.model.as_ref().map(|(m, _)| m.clone()),
+            Provider::Soft(_) => None,
+        }
+    }
+
+    /// vfio provider and model: why the device is dead (fatal health, the syndrome named), or
+    /// `None` while it lives (and always for the soft provider).
+    pub fn fatal_error(&self) -> Option<String> {
+        match &self.provider {
+            Provider::Vfio(v) => v.hca.fatal().map(|e| e.to_string()),
+            Provider::Soft(_) => None,
         }
     }
 
@@ -226,25 +264,15 @@ impl Device {
     pub fn local_addr(&self) -> SocketAddr {
         match &self.provider {
             Provider::Soft(d) => d.local,
-            Provider::Vfio(v) => SocketAddr::new(v.info.addr, ROCE_V2_UDP_PORT),
+            Provider::Vfio(v) => v.local_addr(),
         }
     }
 
     /// Allocates a protection domain (ibv_alloc_pd).
     ///
-    /// vfio provider: panics if ALLOC_PD fails (use [`Device::try_alloc_pd`] to get the
-    /// error).
-    pub fn alloc_pd(&self) -> ProtectionDomain {
-        match self.try_alloc_pd() {
-            Ok(pd) => pd,
-            Err(e) => panic!("ibv_alloc_pd on {}: {e}", self.name()),
-        }
-    }
-
-    /// Allocates a protection domain (ibv_alloc_pd).
-    ///
-    /// Errors: vfio provider: [`Error::Config`] when ALLOC_PD fails.
-    pub fn try_alloc_pd(&self) -> Result<ProtectionDomain> {
+    /// Errors: vfio provider: [`Error::Config`] when ALLOC_PD fails (the message names the
+    /// device and the firmware status); the soft provider never fails.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         Ok(ProtectionDomain {
             kind: match &self.provider {
                 Provider::Soft(d) => PdKind::Soft {
@@ -264,18 +292,9 @@ impl Device {
 
     /// Creates a completion queue holding up to `capacity` entries (ibv_create_cq).
     ///
-    /// vfio provider: panics if CREATE_CQ fails (use [`Device::try_create_cq`]).
-    pub fn create_cq(&self, capacity: usize) -> CompletionQueue {
-        match self.try_create_cq(capacity) {
-            Ok(cq) => cq,
-            Err(e) => panic!("ibv_create_cq on {}: {e}", self.name()),
-        }
-    }
-
-    /// Creates a completion queue holding up to `capacity` entries (ibv_create_cq).
-    ///
-    /// Errors: vfio provider: [`Error::Config`] when CREATE_CQ fails.
-    pub fn try_create_cq(&self, capacity: usize) -> Result<CompletionQueue> {
+    /// Errors: vfio provider: [`Error::Config`] when CREATE_CQ fails or `capacity` exceeds
+    /// the device's CQ size; the soft provider never fails.
+    pub fn create_cq(&self, capacity: usize) -> Result<CompletionQueue> {
         Ok(CompletionQueue {
             kind: match &self.provider {
                 Provider::Soft(d) => {
@@ -303,16 +322,78 @@ impl Device {
         }
     }
 
-    /// Device-wide packet counters (vfio provider: all zero; see the device's own counters).
+    /// Device-wide packet counters. vfio provider and model: from the device's own
+    /// counters (QUERY_VPORT_COUNTER, QUERY_CONG_STATISTICS; see [`Device::hw_counters`]):
+    /// RoCE packets each way, packets received with errors as `malformed`, CNPs handled as
+    /// `cnp_received`; all zero when the device cannot be queried.
     pub fn counters(&self) -> crate::soft::DeviceCounters {
         match &self.provider {
             Provider::Soft(d) => crate::soft::DeviceCounters {
                 impair: d.impair_counters(),
                 ..d.counters.snapshot()
             },
-            Provider::Vfio(_) => crate::soft::DeviceCounters::default(),
+            Provider::Vfio(v) => match v.hca.port_counters(v.port) {
+                Ok(p) => crate::soft::DeviceCounters {
+                    tx_packets: p.tx_packets,
+                    rx_packets: p.rx_packets,
+                    malformed: p.rx_errors,
+                    cnp_received: p.rp_cnp_handled + p.rp_cnp_ignored,
+                    ..Default::default()
+                },
+                Err(e) => {
+                    tracing::debug!(device = %v.info.name, "reading the port counters: {e}");
+                    crate::soft::DeviceCounters::default()
+                }
+            },
         }
     }
+
+    /// The device's own port counters as `(name, value)` pairs under their Linux names
+    /// (vfio provider and model: `tx_packets`, `tx_bytes`, `rx_packets`, `rx_bytes`,
+    /// `rx_errors` from QUERY_VPORT_COUNTER; `rp_cnp_handled`, `rp_cnp_ignored`,
+    /// `np_ecn_marked_roce_packets`, `np_cnp_sent` from QUERY_CONG_STATISTICS). The soft
+    /// provider has no device counters of this kind: an empty list (see
+    /// [`Device::counters`]).
+    ///
+    /// Errors: vfio provider: [`Error::Config`] when a counter command fails.
+    pub fn hw_counters(&self) -> Result<Vec<(&'static str, u64)>> {
+        match &self.provider {
+            Provider::Soft(_) => Ok(Vec::new()),
+            Provider::Vfio(v) => Ok(v
+                .hca
+                .port_counters(v.port)
+                .map_err(crate::vfio_provider::convert::err)?
+                .named()),
+        }
+    }
+}
+
+/// The MAC of netdev `name` from sysfs (`address`), when it reads as six hex octets.
+fn netdev_mac(name: &str) -> Option<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    parse_mac(text.trim())
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for o in out.iter_mut() {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *o = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn format_mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 /// The device whose interface owns `addr`: an exact address match, or a loopback interface

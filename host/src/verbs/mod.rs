@@ -10,11 +10,15 @@ pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
 pub(crate) mod pd;
+pub(crate) mod provider;
 pub(crate) mod qp;
 
 pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
-pub use device::{active_mtu_for, Device, DeviceInfo, SoftConfig, ROCE_V2_UDP_PORT};
+pub use device::{
+    active_mtu_for, format_mac, parse_mac, Device, DeviceInfo, SoftConfig, ROCE_V2_UDP_PORT,
+};
 pub use mr::{AccessFlags, MemoryRegion};
 pub use pd::ProtectionDomain;
+pub use provider::{ProviderKind, PROVIDER_ENV};
 pub use qp::{AhAttr, QpAttr, QpCap, QpState, QueuePair, RecvWr, SendWr, WrOpcode};
 pub use rdmesh_core::rc::{Mtu, Recovery, Sge};

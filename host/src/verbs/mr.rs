@@ -186,21 +186,42 @@ impl MemoryRegion {
     /// data meanwhile).
     ///
     /// vfio provider: the device writes DMA memory concurrently, so no reference into it is
-    /// handed out: the region is copied out, `f` runs on the copy, and the copy is written
-    /// back (bytes the device wrote meanwhile are overwritten).
+    /// handed out: the region is copied out, `f` runs on the copy, and the bytes `f` changed
+    /// are written back (runs of changed bytes only, so a closure that only reads writes
+    /// nothing, and bytes the device wrote meanwhile elsewhere survive). Prefer
+    /// [`MemoryRegion::with_range`] there: it copies only the range. The device model holds
+    /// the device off instead and hands out the bytes themselves.
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         match &self.kind {
             MrKind::Soft { inner, .. } => f(&mut inner.lock()),
-            MrKind::Vfio { mr, len, .. } => {
-                let mut copy = vec![0u8; *len];
-                if let Err(e) = mr.read(0, &mut copy) {
-                    tracing::error!("MemoryRegion::with: reading the region failed: {e}");
-                }
-                let r = f(&mut copy);
-                if let Err(e) = mr.write(0, &copy) {
-                    tracing::error!("MemoryRegion::with: writing the region back failed: {e}");
-                }
-                r
+            MrKind::Vfio { mr, len, .. } => vfio_with(mr, 0, *len, f),
+        }
+    }
+
+    /// Runs `f` on bytes `offset..offset + len` of the region while holding its lock: the
+    /// same as `with(|b| f(&mut b[offset..offset + len]))`, but the vfio provider copies only
+    /// this range.
+    ///
+    /// Errors: [`Error::Memory`] when the range exceeds the region.
+    pub fn with_range<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        match &self.kind {
+            MrKind::Soft { inner, .. } => {
+                let mut b = inner.lock();
+                let size = b.len();
+                let end = offset
+                    .checked_add(len)
+                    .filter(|&e| e <= size)
+                    .ok_or_else(|| self.range_err(offset, len, size))?;
+                Ok(f(&mut b[offset..end]))
+            }
+            MrKind::Vfio { mr, len: size, .. } => {
+                self.check_range(offset, len, *size)?;
+                Ok(vfio_with(mr, offset, len, f))
             }
         }
     }
@@ -229,6 +250,32 @@ impl Drop for MemoryRegion {
                 pd.deregister(inner.lkey);
             }
         }
+    }
+}
+
+/// `f` on `len` bytes at `offset` of a vfio region ([`rdmesh_vfio::mlx5::Mr::with_bytes`]).
+fn vfio_with<R>(
+    mr: &rdmesh_vfio::mlx5::Mr,
+    offset: usize,
+    len: usize,
+    f: impl FnOnce(&mut [u8]) -> R,
+) -> R {
+    let mut f = Some(f);
+    let mut out = None;
+    let r = mr.with_bytes(offset, len, &mut |b: &mut [u8]| {
+        if let Some(f) = f.take() {
+            out = Some(f(b));
+        }
+    });
+    if let Err(e) = r {
+        tracing::error!("MemoryRegion::with on {len} bytes at {offset}: {e}");
+    }
+    match (out, f) {
+        (Some(v), _) => v,
+        // The region could not be reached (a DMA error, logged): `f` runs on zeros so the
+        // caller still gets its value, as a failed copy would have given.
+        (None, Some(f)) => f(&mut vec![0u8; len]),
+        (None, None) => unreachable!("`f` ran, so it returned a value"),
     }
 }
 

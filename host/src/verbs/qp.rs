@@ -399,10 +399,7 @@ impl ProtectionDomain {
                 let qp = rdmesh_vfio::mlx5::Qp::create(pd, &cq(send_cq)?, &cq(recv_cq)?, caps)
                     .map_err(crate::vfio_provider::convert::err)?;
                 return Ok(QueuePair {
-                    kind: QpKind::Vfio(Arc::new(crate::vfio_provider::VfioQp::new(
-                        qp,
-                        dev.clone(),
-                    ))),
+                    kind: QpKind::Vfio(crate::vfio_provider::VfioQp::new(qp, dev.clone())),
                 });
             }
         };
@@ -562,11 +559,54 @@ impl QueuePair {
         }
     }
 
-    /// Transport counters of this QP (vfio provider: all zero; the device keeps its own).
+    /// Transport counters of this QP. vfio provider and model: what the QP's own Q counter
+    /// set holds (QUERY_Q_COUNTER; see [`QueuePair::hw_counters`]) under the nearest soft
+    /// names: `out_of_sequence` → `out_of_sequence_requests`, `duplicate_request` →
+    /// `duplicate_requests`, `packet_seq_err` → PSN-sequence NAKs received, `out_of_buffer` →
+    /// RNR NAKs sent, `local_ack_timeout_err` → `timeouts`, `implied_nak_seq_err` →
+    /// `implied_naks`; the rest (packets, bytes) stays 0 — the device counts those per port.
     pub fn counters(&self) -> rdmesh_core::rc::RcCounters {
         match &self.kind {
             QpKind::Soft { shared, .. } => shared.counters(),
-            QpKind::Vfio(_) => rdmesh_core::rc::RcCounters::default(),
+            QpKind::Vfio(q) => match q.qp.counters() {
+                Ok(c) => {
+                    let mut r = rdmesh_core::rc::RcCounters {
+                        out_of_sequence_requests: c.out_of_sequence.into(),
+                        duplicate_requests: c.duplicate_request.into(),
+                        timeouts: c.local_ack_timeout_err.into(),
+                        implied_naks: c.implied_nak_seq_err.into(),
+                        ..Default::default()
+                    };
+                    r.naks_received.psn_sequence = c.packet_seq_err.into();
+                    r.naks_received.invalid_request = c.req_remote_invalid_request.into();
+                    r.naks_received.remote_access = c.req_remote_access_errors.into();
+                    r.naks_received.remote_operational = c.req_remote_operation_errors.into();
+                    r.naks_sent.rnr = c.out_of_buffer.into();
+                    r.naks_sent.invalid_request = c.resp_remote_invalid_request.into();
+                    r.naks_sent.remote_access = c.resp_remote_access_errors.into();
+                    r
+                }
+                Err(_) => rdmesh_core::rc::RcCounters::default(),
+            },
+        }
+    }
+
+    /// The QP's own device counters as `(name, value)` pairs under their mlx5 / `rdma
+    /// statistic` names (vfio provider and model: QUERY_Q_COUNTER of the counter set the QP
+    /// was bound to at RESET→INIT: `rx_write_requests`, `rx_read_requests`,
+    /// `out_of_sequence`, `duplicate_request`, `local_ack_timeout_err`, ...). Soft provider:
+    /// an empty list (see [`QueuePair::counters`]).
+    ///
+    /// Errors: vfio provider: [`Error::Config`] when the QP has no counter set of its own or
+    /// the command fails.
+    pub fn hw_counters(&self) -> Result<Vec<(&'static str, u64)>> {
+        match &self.kind {
+            QpKind::Soft { .. } => Ok(Vec::new()),
+            QpKind::Vfio(q) => Ok(rdmesh_vfio::mlx5::q_counters_named(
+                &q.qp
+                    .counters()
+                    .map_err(crate::vfio_provider::convert::err)?,
+            )),
         }
     }
 }

@@ -17,7 +17,10 @@
 pub(crate) mod convert;
 pub(crate) mod device;
 pub(crate) mod qp;
+pub(crate) mod stats;
+pub(crate) mod udp_port;
 
-pub use device::VfioConfig;
+pub(crate) use device::open_pci_parts;
 pub(crate) use device::VfioDevice;
+pub use device::{ModelPortConfig, VfioConfig};
 pub(crate) use qp::VfioQp;

@@ -14,7 +14,7 @@
 //! | 8 | QUERY_HCA_CAP(RoCE) → SET_HCA_CAP(RoCE) `sw_r_roce_src_udp_port` when supported |
 //! | 9 | QUERY_PAGES(init) → MANAGE_PAGES(give) |
 //! | 10 | INIT_HCA |
-//! | 11 | MODIFY_NIC_VPORT_CONTEXT `roce_en = 1` (Ethernet port); QUERY_NIC_VPORT_CONTEXT (MAC) |
+//! | 11 | MODIFY_NIC_VPORT_CONTEXT `roce_en = 1` (Ethernet port); QUERY_NIC_VPORT_CONTEXT (MAC); ACCESS_REG PAOS (port status; admin up when down) and PMTU (port MTU) |
 //! | 12 | ALLOC_UAR |
 //! | 13 | CREATE_EQ (async: command completions, page requests, port/CQ/QP errors), arm it; from here commands complete through the EQ and MSI-X vector 0 |
 //!
@@ -90,10 +90,10 @@ fn cap_err(name: &str, e: rdmesh_core::mlx5::cmd::CmdError) -> DriverError {
 
 /// Which steps completed, for the unwinding of a failed bring-up.
 #[derive(Default)]
-struct Progress {
-    enabled: bool,
-    initialized: bool,
-    uar: Option<u32>,
+pub(crate) struct Progress {
+    pub(crate) enabled: bool,
+    pub(crate) initialized: bool,
+    pub(crate) uar: Option<u32>,
 }
 
 impl Hca {
@@ -121,17 +121,32 @@ impl Hca {
         let mut hw = Hw::new(cmd, mmio.clone(), dma.clone());
         let mut progress = Progress::default();
         match steps(&mut hw, &cfg, &irq, fw, &mut progress) {
-            Ok(info) => Ok(Hca {
-                inner: Arc::new(HcaInner {
+            Ok(info) => {
+                let health = cfg.health_interval;
+                let inner = Arc::new(HcaInner {
+                    core: Arc::new(super::hca::Core::new(cfg.name.clone(), hw)),
                     cfg,
-                    hw: Mutex::new(hw),
                     mmio,
                     dma,
-                    _irq: irq,
+                    _irq: irq.clone(),
                     info,
                     qps: Mutex::new(HashMap::new()),
-                }),
-            }),
+                    thread: Mutex::new(None),
+                });
+                // From here events are serviced at any time, not only while a command runs.
+                match super::events::EventThread::start(&inner.core, irq, health) {
+                    Ok(t) => {
+                        *inner.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+                    }
+                    Err(e) => {
+                        return Err(DriverError::config(
+                            &inner.cfg.name,
+                            format!("starting the event thread: {e}"),
+                        ))
+                    }
+                }
+                Ok(Hca { inner })
+            }
             Err(e) => {
                 super::teardown::unwind(
                     &mut hw,
@@ -146,6 +161,13 @@ impl Hca {
     }
 }
 
+/// What steps 3–10 (ENABLE_HCA .. INIT_HCA) learnt.
+pub(crate) struct Opened {
+    pub(crate) caps: HcaCap,
+    pub(crate) roce: Option<RoceCap>,
+    pub(crate) startup_pages: usize,
+}
+
 fn steps(
     hw: &mut Hw,
     cfg: &DriverConfig,
@@ -153,6 +175,33 @@ fn steps(
     fw: (u16, u16, u16),
     progress: &mut Progress,
 ) -> Result<HcaInfo> {
+    let name = cfg.name.clone();
+    let Opened {
+        caps,
+        roce,
+        startup_pages,
+    } = open_function(hw, cfg, progress)?;
+    let (mac, port) = enable_roce(hw, &name, &caps)?;
+    finish(
+        hw,
+        cfg,
+        irq,
+        fw,
+        progress,
+        caps,
+        roce,
+        startup_pages,
+        mac,
+        port,
+    )
+}
+
+/// Steps 3–10: ENABLE_HCA .. INIT_HCA.
+pub(crate) fn open_function(
+    hw: &mut Hw,
+    cfg: &DriverConfig,
+    progress: &mut Progress,
+) -> Result<Opened> {
     let name = cfg.name.clone();
     // 3. ENABLE_HCA
     hw.exec(&EnableHcaIn::default(), 0, "function 0")?;
@@ -234,9 +283,108 @@ fn steps(
     startup_pages += hw.satisfy_pages(PAGES_INIT)?;
     hw.exec(&InitHcaIn::default(), 0, "INIT_HCA")?;
     progress.initialized = true;
+    Ok(Opened {
+        caps,
+        roce,
+        startup_pages,
+    })
+}
 
-    // 11. RoCE enable and the port MAC
+/// The port as the PAOS and PMTU registers show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortInfo {
+    /// PAOS `admin_status` (1 up, 2 down), after bring-up's own change.
+    pub admin_status: u8,
+    /// PAOS `oper_status` (1 up, 2 down).
+    pub oper_status: u8,
+    /// PMTU `oper_mtu`: the port's hardware MTU in bytes (Ethernet payload + 22), 0 when
+    /// unknown.
+    pub oper_mtu: u16,
+    /// PMTU `max_mtu`.
+    pub max_mtu: u16,
+}
+
+impl PortInfo {
+    /// The Ethernet payload MTU (`oper_mtu` − 22, Linux `MLX5E_HW2SW_MTU`), the "netdev MTU"
+    /// a RoCE path MTU must fit.
+    pub fn eth_mtu(&self) -> Option<u32> {
+        u32::from(self.oper_mtu).checked_sub(22).filter(|m| *m > 0)
+    }
+}
+
+fn access_reg(hw: &mut Hw, id: u16, write: bool, data: &[u8], what: &str) -> Result<Vec<u8>> {
+    let out = hw.exec(
+        &AccessRegisterIn {
+            op_mod: if write {
+                ACCESS_REG_WRITE
+            } else {
+                rdmesh_core::mlx5::cmd::ACCESS_REG_READ
+            },
+            register_id: id,
+            argument: 0,
+            data,
+        },
+        data.len(),
+        what,
+    )?;
+    let o = rdmesh_core::mlx5::cmd::AccessRegisterOut::parse(&out)
+        .map_err(|e| parse_err(hw.name(), Opcode::AccessReg, e, what))?;
+    Ok(o.data.to_vec())
+}
+
+/// Reads PAOS and PMTU of port 1 (Linux `mlx5_query_port_admin_status`,
+/// `mlx5_query_port_oper_mtu`); when the port is administratively down, sets it up (PAOS
+/// `admin_status` 1 with `ase`, as Linux mlx5e does when its netdev opens: under VFIO no
+/// netdev ever opens).
+pub(crate) fn query_port(hw: &mut Hw, name: &str, set_up: bool) -> Result<PortInfo> {
+    use rdmesh_core::mlx5::cmd::{
+        paos_reg, pmtu_reg, Paos, Pmtu, PORT_STATUS_UP, REG_PAOS, REG_PMTU,
+    };
+    let cap_err = |e| cap_err(name, e);
+    let mut reg = [0u8; paos_reg::SIZE_BYTES];
+    Paos {
+        local_port: 1,
+        ..Default::default()
+    }
+    .emit_at(&mut reg, 0)
+    .map_err(cap_err)?;
+    let out = access_reg(hw, REG_PAOS, false, &reg, "PAOS (port status)")?;
+    let mut paos = Paos::parse_at(&out, 0).map_err(cap_err)?;
+    if set_up && paos.admin_status != PORT_STATUS_UP {
+        let mut w = [0u8; paos_reg::SIZE_BYTES];
+        Paos {
+            local_port: 1,
+            admin_status: PORT_STATUS_UP,
+            ase: true,
+            ..Default::default()
+        }
+        .emit_at(&mut w, 0)
+        .map_err(cap_err)?;
+        access_reg(hw, REG_PAOS, true, &w, "PAOS admin up")?;
+        paos.admin_status = PORT_STATUS_UP;
+    }
+    let mut reg = [0u8; pmtu_reg::SIZE_BYTES];
+    Pmtu {
+        local_port: 1,
+        ..Default::default()
+    }
+    .emit_at(&mut reg, 0)
+    .map_err(cap_err)?;
+    let out = access_reg(hw, REG_PMTU, false, &reg, "PMTU (port MTU)")?;
+    let pmtu = Pmtu::parse_at(&out, 0).map_err(cap_err)?;
+    Ok(PortInfo {
+        admin_status: paos.admin_status,
+        oper_status: paos.oper_status,
+        oper_mtu: pmtu.oper_mtu,
+        max_mtu: pmtu.max_mtu,
+    })
+}
+
+/// Step 11: RoCE on the vport, the port MAC, the port's status and MTU.
+fn enable_roce(hw: &mut Hw, name: &str, caps: &HcaCap) -> Result<([u8; 6], Option<PortInfo>)> {
+    let name = name.to_string();
     let mut mac = [0u8; 6];
+    let mut port = None;
     if caps.port_type == PORT_TYPE_ETH {
         hw.exec(
             &ModifyNicVportContextIn {
@@ -259,7 +407,36 @@ fn steps(
             .nic_vport_context
             .permanent_address
             .octets();
+        // The port registers are a PF's: a VF may be refused them, which is not fatal.
+        port = match query_port(hw, &name, true) {
+            Ok(p) => Some(p),
+            Err(DriverError::Cmd { ref source, .. })
+                if matches!(source, rdmesh_core::mlx5::cmd::CmdError::Status { .. }) =>
+            {
+                tracing::info!(device = %name, "port registers (PAOS/PMTU) not accessible; port state and MTU unknown");
+                None
+            }
+            Err(e) => return Err(e),
+        };
     }
+    Ok((mac, port))
+}
+
+/// Steps 12–13: the UAR and the async EQ.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    hw: &mut Hw,
+    cfg: &DriverConfig,
+    irq: &Arc<dyn Interrupt>,
+    fw: (u16, u16, u16),
+    progress: &mut Progress,
+    caps: HcaCap,
+    roce: Option<RoceCap>,
+    startup_pages: usize,
+    mac: [u8; 6],
+    port: Option<PortInfo>,
+) -> Result<HcaInfo> {
+    let name = cfg.name.clone();
 
     // 12. UAR
     let out = hw.exec(&AllocUarIn {}, 0, "UAR for the async EQ")?;
@@ -318,5 +495,6 @@ fn steps(
         eqn,
         mac,
         startup_pages,
+        port,
     })
 }

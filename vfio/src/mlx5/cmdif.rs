@@ -49,6 +49,90 @@ struct Slot {
     stuck: bool,
 }
 
+/// One executed command, for `RDMESH_CMD_TRACE` and `rdmesh doctor --probe`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdRecord {
+    /// Sequence number on this device (0-based).
+    pub seq: u64,
+    /// Microseconds since the command interface was set up.
+    pub at_us: u64,
+    /// The opcode.
+    pub opcode: Opcode,
+    /// `op_mod` of the input header.
+    pub op_mod: u16,
+    /// The command-queue slot.
+    pub slot: Option<usize>,
+    /// The output's status byte (`MLX5_CMD_STAT_*`), when an output came back.
+    pub status: Option<u8>,
+    /// The output's syndrome.
+    pub syndrome: u32,
+    /// How long the command took.
+    pub elapsed: core::time::Duration,
+    /// The driver error, when the command failed before a status came back (timeout, dead
+    /// device, delivery error).
+    pub error: Option<String>,
+    /// The input bytes (header included).
+    pub input: Vec<u8>,
+    /// The output bytes.
+    pub output: Vec<u8>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+impl CmdRecord {
+    /// `OK`, the status name, or `no status` when none came back.
+    pub fn status_name(&self) -> String {
+        match self.status {
+            Some(s) => format!("{:?}", rdmesh_core::mlx5::cmd::CmdStatus::from(s)),
+            None => "no status".into(),
+        }
+    }
+
+    /// Whether the command completed with status OK.
+    pub fn ok(&self) -> bool {
+        self.status == Some(0) && self.error.is_none()
+    }
+
+    /// One JSON object: `seq`, `at_us`, `opcode` (number), `name`, `op_mod`, `slot`,
+    /// `status`, `status_name`, `syndrome`, `elapsed_us`, `error`, `input`, `output` (hex).
+    pub fn to_json(&self, device: &str) -> String {
+        format!(
+            "{{\"device\":{},\"seq\":{},\"at_us\":{},\"opcode\":{},\"name\":{},\"op_mod\":{},\"slot\":{},\"status\":{},\"status_name\":{},\"syndrome\":{},\"elapsed_us\":{},\"error\":{},\"input\":\"{}\",\"output\":\"{}\"}}",
+            json_str(device),
+            self.seq,
+            self.at_us,
+            u16::from(self.opcode),
+            json_str(self.opcode.name()),
+            self.op_mod,
+            self.slot.map_or("null".into(), |s| s.to_string()),
+            self.status.map_or("null".into(), |s| s.to_string()),
+            json_str(&self.status_name()),
+            self.syndrome,
+            self.elapsed.as_micros(),
+            self.error.as_deref().map_or("null".into(), json_str),
+            hex(&self.input),
+            hex(&self.output),
+        )
+    }
+}
+
 /// Counters of the command interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CmdStats {
@@ -79,6 +163,16 @@ pub struct CmdIf {
     history: Vec<Opcode>,
     stats: CmdStats,
     dead: Option<DriverError>,
+    /// `RDMESH_CMD_TRACE`: the open trace file.
+    trace: Option<std::fs::File>,
+    /// Every command's record, when [`DriverConfig::record_transcript`] is on.
+    transcript: Vec<CmdRecord>,
+    /// Commands executed, for records.
+    seq: u64,
+    /// When the interface was set up.
+    t0: Instant,
+    /// The slot of the last command posted.
+    last_slot: Option<usize>,
 }
 
 impl core::fmt::Debug for CmdIf {
@@ -109,7 +203,22 @@ impl CmdIf {
             .map_err(|e| DriverError::dma(&cfg.name, e))?;
         super::init_seg::set_cmdq_addr(&*mmio, queue.iova());
         let n = 1usize << g.log_cmdq_size;
+        let trace = cfg.cmd_trace.as_ref().and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| {
+                    tracing::warn!(device = %cfg.name, path = %p.display(), "cannot open the command trace: {e}")
+                })
+                .ok()
+        });
         Ok(CmdIf {
+            trace,
+            transcript: Vec::new(),
+            seq: 0,
+            t0: Instant::now(),
+            last_slot: None,
             health: Health::new(cfg.health_interval, cfg.health_misses),
             cfg,
             mmio,
@@ -144,6 +253,11 @@ impl CmdIf {
     /// Every opcode posted, in order.
     pub fn history(&self) -> &[Opcode] {
         &self.history
+    }
+
+    /// Every command's record so far, when [`DriverConfig::record_transcript`] is on.
+    pub fn transcript(&self) -> &[CmdRecord] {
+        &self.transcript
     }
 
     /// Counters.
@@ -262,6 +376,60 @@ impl CmdIf {
         input: &[u8],
         out_len: usize,
         class: SlotClass,
+        eq: Option<&mut EventQueue>,
+    ) -> Result<Vec<u8>> {
+        if self.trace.is_none() && !self.cfg.record_transcript {
+            return self.exec_inner(input, out_len, class, eq);
+        }
+        let start = Instant::now();
+        self.last_slot = None;
+        let r = self.exec_inner(input, out_len, class, eq);
+        let hdr = InHeader::parse(input).ok();
+        let (status, syndrome, output, error) = match &r {
+            Ok(out) => (
+                out.first().copied(),
+                out.get(4..8)
+                    .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                out.clone(),
+                None,
+            ),
+            Err(e) => (None, 0, Vec::new(), Some(e.to_string())),
+        };
+        let rec = CmdRecord {
+            seq: self.seq,
+            at_us: start.duration_since(self.t0).as_micros() as u64,
+            opcode: hdr.map_or(Opcode::Unknown(0), |h| h.opcode),
+            op_mod: hdr.map_or(0, |h| h.op_mod),
+            slot: self.last_slot,
+            status,
+            syndrome,
+            elapsed: start.elapsed(),
+            error,
+            input: input.to_vec(),
+            output,
+        };
+        self.seq += 1;
+        if let Some(f) = self.trace.as_mut() {
+            use std::io::Write;
+            // One write per record: several devices may append to one file.
+            let mut line = rec.to_json(&self.cfg.name);
+            line.push('\n');
+            if let Err(e) = f.write_all(line.as_bytes()) {
+                tracing::warn!(device = %self.cfg.name, "writing the command trace: {e}; tracing stops");
+                self.trace = None;
+            }
+        }
+        if self.cfg.record_transcript {
+            self.transcript.push(rec);
+        }
+        r
+    }
+
+    fn exec_inner(
+        &mut self,
+        input: &[u8],
+        out_len: usize,
+        class: SlotClass,
         mut eq: Option<&mut EventQueue>,
     ) -> Result<Vec<u8>> {
         if let Some(d) = &self.dead {
@@ -272,6 +440,7 @@ impl CmdIf {
             .opcode;
         let out_len = out_len.max(entry::INLINE_LEN);
         let slot = self.pick_slot(class, opcode)?;
+        self.last_slot = Some(slot);
         self.token = match self.token.wrapping_add(1) {
             0 => 1,
             t => t,

@@ -30,7 +30,17 @@ pub struct DriverConfig {
     /// rdma-core do), and firmware then need not sign its outputs. The device model signs
     /// every output, so tests turn it on to catch corrupted completions.
     pub verify_output_signatures: bool,
+    /// Append every command (opcode, status, syndrome, time, input and output bytes) to this
+    /// file as one JSON object per line ([`super::cmdif::CmdRecord::to_json`]). Default:
+    /// `RDMESH_CMD_TRACE` from the environment.
+    pub cmd_trace: Option<std::path::PathBuf>,
+    /// Keep every command's record in memory ([`super::CmdIf::transcript`]; `rdmesh doctor
+    /// --probe`).
+    pub record_transcript: bool,
 }
+
+/// The environment variable naming the command trace file.
+pub const CMD_TRACE_ENV: &str = "RDMESH_CMD_TRACE";
 
 impl DriverConfig {
     /// The defaults for a device called `name`.
@@ -45,6 +55,10 @@ impl DriverConfig {
             log_async_eq_size: 8,
             pages_per_command: 512,
             verify_output_signatures: false,
+            cmd_trace: std::env::var_os(CMD_TRACE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from),
+            record_transcript: false,
         }
     }
 

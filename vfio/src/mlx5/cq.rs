@@ -16,6 +16,10 @@ use super::hca::{Hca, HcaInner};
 use super::{barrier, DriverError, Result};
 use crate::seam::DmaBuffer;
 
+/// The QPN written over the CQEs of a QP that went back to RESET ([`Cq::clean`]): the
+/// multicast QPN, which no RC QP has; [`Cq::poll`] consumes such CQEs silently.
+pub(crate) const CLEANED_QPN: u32 = 0x00ff_ffff;
+
 /// One work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
@@ -141,6 +145,7 @@ impl Cq {
         let name = &inner.hca.cfg.name;
         let mut reader = inner.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
+        let mut consumed = 0usize;
         while out.len() < max {
             let mut raw = [0u8; cqe::LEN];
             inner
@@ -156,11 +161,18 @@ impl Cq {
                 .read(reader.offset(), &mut raw)
                 .map_err(|e| DriverError::dma(name, e))?;
             reader.consume();
+            consumed += 1;
             let c = CqeRepr::parse(&Cqe64::new_unchecked(&raw[..]))
                 .map_err(|e| DriverError::queue(name, inner.cqn, e))?;
+            if c.qpn == CLEANED_QPN {
+                continue;
+            }
             out.push(self.complete(&c)?);
         }
-        if !out.is_empty() {
+        if out.len() < max && inner.hca.is_dead() {
+            out.extend(self.flush_dead(max - out.len()));
+        }
+        if consumed > 0 {
             apply(
                 &Target {
                     device: name,
@@ -174,6 +186,37 @@ impl Cq {
             )?;
         }
         Ok(out)
+    }
+
+    /// The device is dead: every outstanding work request of the QPs that complete here
+    /// completes with a flush error, in software (at most `max` per call).
+    fn flush_dead(&self, max: usize) -> Vec<Completion> {
+        let cqn = self.inner.cqn;
+        let qps: Vec<_> = self
+            .inner
+            .hca
+            .qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for q in qps {
+            let mut q = q.lock().unwrap_or_else(|p| p.into_inner());
+            if q.send_cqn == cqn {
+                let left = max - out.len();
+                out.extend(q.flush(true, left));
+            }
+            if q.recv_cqn == cqn {
+                let left = max - out.len();
+                out.extend(q.flush(false, left));
+            }
+            if out.len() >= max {
+                break;
+            }
+        }
+        out
     }
 
     /// Polls until `n` completions arrived or `timeout` passed.
@@ -202,6 +245,46 @@ impl Cq {
             }
         }
         Ok(out)
+    }
+
+    /// Removes the completions of QP `qpn` not yet polled (Linux `__mlx5_ib_cq_clean`, run
+    /// when a QP goes back to RESET): each software-owned CQE of that QP gets
+    /// [`CLEANED_QPN`], which [`Cq::poll`] skips. The device does not write those slots
+    /// until the consumer index passes them.
+    ///
+    /// # Errors
+    /// [`DriverError::Dma`].
+    pub fn clean(&self, qpn: u32) -> Result<usize> {
+        let inner = &*self.inner;
+        let name = &inner.hca.cfg.name;
+        let guard = inner.reader.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = *guard;
+        let mut cleaned = 0;
+        for _ in 0..r.entries() {
+            let mut raw = [0u8; cqe::LEN];
+            inner
+                .buf
+                .read(r.offset(), &mut raw)
+                .map_err(|e| DriverError::dma(name, e))?;
+            if !r.owned_by_sw(raw[cqe::LEN - 1]) {
+                break;
+            }
+            barrier::from_device();
+            inner
+                .buf
+                .read(r.offset(), &mut raw)
+                .map_err(|e| DriverError::dma(name, e))?;
+            if Cqe64::new_unchecked(&raw[..]).qpn() == qpn {
+                // sop_drop_qpn bits 23..0 (bytes 0x39..0x3c).
+                inner
+                    .buf
+                    .write(r.offset() + 0x39, &[0xff, 0xff, 0xff])
+                    .map_err(|e| DriverError::dma(name, e))?;
+                cleaned += 1;
+            }
+            r.consume();
+        }
+        Ok(cleaned)
     }
 
     fn complete(&self, c: &CqeRepr) -> Result<Completion> {

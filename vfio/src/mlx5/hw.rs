@@ -24,6 +24,8 @@ pub struct Hw {
     pub(crate) mmio: Arc<dyn Mmio>,
     pub(crate) dma: Arc<dyn DmaAllocator>,
     servicing_pages: bool,
+    /// Page requests (give or take) serviced so far.
+    pub(crate) page_requests_serviced: u64,
 }
 
 impl core::fmt::Debug for Hw {
@@ -46,6 +48,7 @@ impl Hw {
             mmio,
             dma,
             servicing_pages: false,
+            page_requests_serviced: 0,
         }
     }
 
@@ -110,6 +113,7 @@ impl Hw {
         self.servicing_pages = true;
         let r = (|| {
             while let Some(n) = self.eq.as_mut().and_then(|eq| eq.page_requests.pop_front()) {
+                self.page_requests_serviced += 1;
                 if n > 0 {
                     self.give_pages(n as usize)?;
                 } else if n < 0 {

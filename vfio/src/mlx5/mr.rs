@@ -162,6 +162,24 @@ impl Mr {
             .map_err(|e| DriverError::dma(&self.hca.cfg.name, e))
     }
 
+    /// Runs `f` on the `len` bytes at `offset` of the region ([`DmaBuffer::with_bytes`]:
+    /// a copy with the changed bytes written back, or the bytes themselves where the buffer
+    /// can hold the device off, as the device model's can).
+    ///
+    /// # Errors
+    /// [`DriverError::Dma`] outside the region.
+    pub fn with_bytes(
+        &self,
+        offset: usize,
+        len: usize,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<()> {
+        self.bounds(offset, len)?;
+        self.buf
+            .with_bytes(offset, len, f)
+            .map_err(|e| DriverError::dma(&self.hca.cfg.name, e))
+    }
+
     fn bounds(&self, offset: usize, len: usize) -> Result<()> {
         if !offset.checked_add(len).is_some_and(|end| end <= self.len) {
             return Err(DriverError::dma(

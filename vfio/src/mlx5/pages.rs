@@ -37,6 +37,17 @@ impl PagePool {
     pub fn allocated(&self) -> usize {
         self.lent.len() + self.free.len()
     }
+
+    /// Forgets every page lent to a firmware that cannot return them (dead, or keeping them
+    /// at teardown) and frees the DMA blocks (their IOMMU mappings go with them). Returns how
+    /// many were still lent.
+    pub(crate) fn release_all(&mut self) -> usize {
+        let n = self.lent.len();
+        self.lent.clear();
+        self.free.clear();
+        self.blocks.clear();
+        n
+    }
 }
 
 impl Hw {

@@ -11,9 +11,10 @@
 use std::sync::{Arc, Mutex};
 
 use rdmesh_core::mlx5::cmd::{
-    AddressPath, CreateQpIn, CreateQpOut, DestroyQpIn, Init2RtrQpIn, Opcode, Pas, Qp2ErrIn,
-    QpContext, QueryQpIn, QueryQpOut, Rst2InitQpIn, Rtr2RtsQpIn, QP_PM_MIGRATED,
-    QP_RQ_TYPE_REGULAR, QP_ST_RC,
+    AddressPath, CreateQpIn, CreateQpOut, DestroyQpIn, Init2InitQpIn, Init2RtrQpIn, Opcode, Pas,
+    Qp2ErrIn, Qp2RstIn, QpContext, QueryQCounterOut, QueryQpIn, QueryQpOut, Rst2InitQpIn,
+    Rtr2RtsQpIn, Rts2RtsQpIn, QP_OPTPAR_RAE, QP_OPTPAR_RNR_TIMEOUT, QP_OPTPAR_RRE, QP_OPTPAR_RWE,
+    QP_PM_MIGRATED, QP_RQ_TYPE_REGULAR, QP_ST_RC,
 };
 use rdmesh_core::mlx5::ctrl::CtrlSeg;
 use rdmesh_core::mlx5::doorbell::{ring_recv, BfMode, Bfreg, BfregConfig, UAR_BF_OFFSET};
@@ -25,7 +26,9 @@ use rdmesh_core::rc::Mtu;
 use super::cmdif::parse_err;
 use super::cq::{Cq, CqInner};
 use super::effects::{apply, Target, WqTarget};
+use super::hca::Hca;
 use super::hca::HcaInner;
+use super::mr::Access;
 use super::pd::{Pd, PdInner};
 use super::{DriverError, Result};
 use crate::seam::DmaBuffer;
@@ -149,6 +152,8 @@ pub struct RecvRequest<'a> {
 #[derive(Debug)]
 pub struct QpQueues {
     qpn: u32,
+    pub(crate) send_cqn: u32,
+    pub(crate) recv_cqn: u32,
     buf: Box<dyn DmaBuffer>,
     dbrec: Box<dyn DmaBuffer>,
     sq_offset: usize,
@@ -165,6 +170,22 @@ pub struct QpQueues {
 }
 
 impl QpQueues {
+    /// Back to the state after CREATE_QP (2RST): empty rings, counters 0, doorbell record 0
+    /// (Linux `__mlx5_ib_modify_qp` to RESET: `rq.head = rq.tail = 0`, `sq.head = sq.tail =
+    /// 0`, `db[MLX5_RCV_DBR] = db[MLX5_SND_DBR] = 0`).
+    fn reset(&mut self) -> core::result::Result<(), crate::seam::DmaError> {
+        self.sq_ring.fill(0);
+        self.rq_ring.fill(0);
+        self.sq_pc = 0;
+        self.sq_cc = 0;
+        self.rq_head = 0;
+        self.rq_tail = 0;
+        self.sq_wrid.fill(0);
+        self.rq_wrid.fill(0);
+        self.bfreg = Bfreg::new(BfregConfig::doorbell_only(UAR_BF_OFFSET));
+        self.dbrec.write(0, &[0u8; 8])
+    }
+
     fn sq_mask(&self) -> u16 {
         (self.sq_ring.len() / 64 - 1) as u16
     }
@@ -190,6 +211,52 @@ impl QpQueues {
         Ok(self.sq_wrid[slot])
     }
 
+    /// Software flush completions for every outstanding send (`send`) or receive work
+    /// request, at most `max` (the device is dead and will write no CQE; Linux
+    /// `mlx5_ib_poll_sw_comp`).
+    pub(crate) fn flush(&mut self, send: bool, max: usize) -> Vec<super::cq::Completion> {
+        use rdmesh_core::mlx5::cqe::{CqeError, CqeOpcode, Syndrome};
+        let mut out = Vec::new();
+        let error = Some(CqeError {
+            syndrome: Syndrome::WrFlushErr,
+            vendor_err_synd: 0,
+        });
+        if send {
+            while out.len() < max && self.sq_cc != self.sq_pc {
+                let slot = usize::from(self.sq_cc & self.sq_mask());
+                let c = CtrlSeg::new_unchecked(&self.sq_ring[slot * 64..slot * 64 + 16]);
+                let ds = usize::from(c.ds()).max(1);
+                out.push(super::cq::Completion {
+                    wr_id: self.sq_wrid[slot],
+                    qpn: self.qpn,
+                    send: true,
+                    opcode: CqeOpcode::ReqErr,
+                    wqe_opcode: u8::from(c.opcode()),
+                    byte_len: 0,
+                    imm: 0,
+                    error,
+                });
+                self.sq_cc = self.sq_cc.wrapping_add(wqebbs_for_ds(ds) as u16);
+            }
+        } else {
+            while out.len() < max && self.rq_tail != self.rq_head {
+                let id = self.rq_wrid[usize::from(self.rq_tail) & (self.rq_cnt() - 1)];
+                self.rq_tail = self.rq_tail.wrapping_add(1);
+                out.push(super::cq::Completion {
+                    wr_id: id,
+                    qpn: self.qpn,
+                    send: false,
+                    opcode: CqeOpcode::RespErr,
+                    wqe_opcode: 0,
+                    byte_len: 0,
+                    imm: 0,
+                    error,
+                });
+            }
+        }
+        out
+    }
+
     /// A responder CQE: the oldest receive WQE is done.
     pub(crate) fn retire_recv(&mut self) -> core::result::Result<u64, WqError> {
         if self.rq_head == self.rq_tail {
@@ -210,8 +277,10 @@ pub struct Qp {
     qpn: u32,
     queues: Arc<Mutex<QpQueues>>,
     _pd: Arc<PdInner>,
-    _send_cq: Arc<CqInner>,
-    _recv_cq: Arc<CqInner>,
+    send_cq: Arc<CqInner>,
+    recv_cq: Arc<CqInner>,
+    /// The Q counter set of this QP alone (`None` when the device had none left).
+    counter_set: Option<u8>,
 }
 
 fn bad(device: &str, qpn: u32, what: String) -> DriverError {
@@ -285,6 +354,15 @@ impl Qp {
             ..Default::default()
         };
         let what = format!("RC QP ({sq_wqebbs} WQEBBs SQ, {rq_wqes} RQ WQEs)");
+        // A counter set of its own, as Linux binds a QP for per-QP `rdma statistic`; without
+        // one left the QP still works, with counters only in the port totals.
+        let counter_set = match (Hca { inner: hca.clone() }).alloc_q_counter() {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::debug!(device = %name, "no Q counter set for a new QP: {e}");
+                None
+            }
+        };
         let out = hca.hw().exec(
             &CreateQpIn {
                 qpc,
@@ -293,12 +371,22 @@ impl Qp {
             },
             0,
             &what,
-        )?;
-        let qpn = CreateQpOut::parse(&out)
-            .map_err(|e| parse_err(&name, Opcode::CreateQp, e, &what))?
-            .qpn;
+        );
+        let qpn = match out.and_then(|out| {
+            CreateQpOut::parse(&out).map_err(|e| parse_err(&name, Opcode::CreateQp, e, &what))
+        }) {
+            Ok(o) => o.qpn,
+            Err(e) => {
+                if let Some(id) = counter_set {
+                    Hca { inner: hca.clone() }.dealloc_q_counter(id);
+                }
+                return Err(e);
+            }
+        };
         let queues = Arc::new(Mutex::new(QpQueues {
             qpn,
+            send_cqn: send_cq.cqn(),
+            recv_cqn: recv_cq.cqn(),
             buf,
             dbrec,
             sq_offset: rq_bytes,
@@ -322,8 +410,9 @@ impl Qp {
             qpn,
             queues,
             _pd: pd.inner.clone(),
-            _send_cq: send_cq.inner.clone(),
-            _recv_cq: recv_cq.inner.clone(),
+            send_cq: send_cq.inner.clone(),
+            recv_cq: recv_cq.inner.clone(),
+            counter_set,
         })
     }
 
@@ -413,21 +502,39 @@ impl Qp {
     /// # Errors
     /// Command errors naming the QPN.
     pub fn rst2init(&self, port: u8) -> Result<()> {
-        let caps = &self.hca.info.caps;
+        self.rst2init_with(port, Access::ALL)
+    }
+
+    /// The QP-context access bits for `access` (atomics only when the device has them).
+    fn access_ctx(&self, access: Access) -> QpContext {
+        let atomic = access.remote_atomic && self.hca.info.caps.atomic;
+        QpContext {
+            rre: access.remote_read,
+            rwe: access.remote_write,
+            rae: atomic,
+            atomic_mode: if atomic { 3 } else { 0 },
+            ..Default::default()
+        }
+    }
+
+    /// RST2INIT_QP with the remote access `access` allows (verbs `qp_access_flags`;
+    /// `local_write` is not a QP right), P_Key index 0, port `port`, and the QP's own counter
+    /// set (`counter_set_id`, as Linux binds it).
+    ///
+    /// # Errors
+    /// Command errors naming the QPN.
+    pub fn rst2init_with(&self, port: u8, access: Access) -> Result<()> {
         let qpn = self.qpn;
         self.hca.hw().exec(
             &Rst2InitQpIn {
                 qpn,
                 qpc: QpContext {
-                    rre: true,
-                    rwe: true,
-                    rae: caps.atomic,
-                    atomic_mode: if caps.atomic { 3 } else { 0 },
+                    counter_set_id: self.counter_set.unwrap_or(0),
                     primary_address_path: AddressPath {
                         vhca_port_num: port,
                         ..Default::default()
                     },
-                    ..Default::default()
+                    ..self.access_ctx(access)
                 },
                 ..Default::default()
             },
@@ -435,6 +542,108 @@ impl Qp {
             &format!("QPN {qpn:#x} RST→INIT"),
         )?;
         Ok(())
+    }
+
+    /// INIT2INIT_QP: changes the remote access of a QP in INIT (`opt_param_mask` RRE, RWE,
+    /// RAE), as `ibv_modify_qp(INIT→INIT, IBV_QP_ACCESS_FLAGS)` does. The port and P_Key
+    /// index stay (port 1, index 0 are the only ones).
+    ///
+    /// # Errors
+    /// Command errors naming the QPN.
+    pub fn init2init(&self, access: Access) -> Result<()> {
+        let qpn = self.qpn;
+        self.hca.hw().exec(
+            &Init2InitQpIn {
+                qpn,
+                opt_param_mask: QP_OPTPAR_RRE | QP_OPTPAR_RWE | QP_OPTPAR_RAE,
+                qpc: self.access_ctx(access),
+                ..Default::default()
+            },
+            0,
+            &format!("QPN {qpn:#x} INIT→INIT"),
+        )?;
+        Ok(())
+    }
+
+    /// RTS2RTS_QP: changes the remote access and/or the minimal RNR NAK timer of a QP in
+    /// RTS (`opt_param_mask` RRE, RWE, RAE / RNR_TIMEOUT), as `ibv_modify_qp(RTS→RTS)`.
+    ///
+    /// # Errors
+    /// [`DriverError::Config`] for a timer above 31; command errors naming the QPN.
+    pub fn rts2rts(&self, access: Option<Access>, min_rnr_nak: Option<u8>) -> Result<()> {
+        let qpn = self.qpn;
+        let mut mask = 0;
+        let mut qpc = QpContext::default();
+        if let Some(a) = access {
+            mask |= QP_OPTPAR_RRE | QP_OPTPAR_RWE | QP_OPTPAR_RAE;
+            qpc = self.access_ctx(a);
+        }
+        if let Some(t) = min_rnr_nak {
+            if t > 31 {
+                return Err(bad(self.name(), qpn, format!("min_rnr_nak {t} exceeds 31")));
+            }
+            mask |= QP_OPTPAR_RNR_TIMEOUT;
+            qpc.min_rnr_nak = t;
+        }
+        self.hca.hw().exec(
+            &Rts2RtsQpIn {
+                qpn,
+                opt_param_mask: mask,
+                qpc,
+                ..Default::default()
+            },
+            0,
+            &format!("QPN {qpn:#x} RTS→RTS"),
+        )?;
+        Ok(())
+    }
+
+    /// 2RST_QP: back to RESET from any state. Completions of this QP not yet polled are
+    /// removed from its CQs ([`Cq::clean`]), the rings, counters and doorbell record return to
+    /// their state after creation, and posted work requests are forgotten (no completion), as
+    /// Linux does; the QP can then be connected again from RST2INIT.
+    ///
+    /// # Errors
+    /// Command errors naming the QPN; [`DriverError::Dma`].
+    pub fn to_reset(&self) -> Result<()> {
+        let qpn = self.qpn;
+        self.hca
+            .hw()
+            .exec(&Qp2RstIn { qpn }, 0, &format!("QPN {qpn:#x} →RST"))?;
+        let name = self.name().to_string();
+        for cq in [&self.send_cq, &self.recv_cq] {
+            Cq { inner: cq.clone() }.clean(qpn)?;
+        }
+        self.queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reset()
+            .map_err(|e| DriverError::dma(&name, e))
+    }
+
+    /// The Q counter set of this QP, if it has one of its own.
+    pub fn counter_set(&self) -> Option<u8> {
+        self.counter_set
+    }
+
+    /// QUERY_QP_COUNTER of this QP's own set (`rx_write_requests`, `out_of_sequence`,
+    /// `local_ack_timeout_err`, ...).
+    ///
+    /// # Errors
+    /// [`DriverError::Config`] when the QP has no set of its own; command errors.
+    pub fn counters(&self) -> Result<QueryQCounterOut> {
+        match self.counter_set {
+            Some(id) => Hca {
+                inner: self.hca.clone(),
+            }
+            .query_q_counter(id),
+            None => Err(bad(
+                self.name(),
+                self.qpn,
+                "no Q counter set of its own (the device had none left); see the port counters"
+                    .into(),
+            )),
+        }
     }
 
     /// INIT2RTR_QP: MTU, remote QPN, receive PSN, RNR timer, responder resources and the
@@ -552,6 +761,9 @@ impl Qp {
     }
 
     fn post_send_inner(&self, reqs: &[SendRequest<'_>], posted: &mut usize) -> Result<()> {
+        if let Some(e) = self.hca.fatal() {
+            return Err(e);
+        }
         let mut guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let q = &mut *guard;
         let name = self.hca.cfg.name.as_str();
@@ -628,6 +840,9 @@ impl Qp {
         if reqs.is_empty() {
             return Ok(());
         }
+        if let Some(e) = self.hca.fatal() {
+            return Err(e);
+        }
         let mut guard = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let q = &mut *guard;
         let name = self.hca.cfg.name.as_str();
@@ -689,6 +904,12 @@ impl Drop for Qp {
         let what = format!("QPN {:#x}", self.qpn);
         if let Err(e) = self.hca.hw().exec(&DestroyQpIn { qpn: self.qpn }, 0, &what) {
             tracing::warn!(device = %self.hca.cfg.name, "DESTROY_QP {what}: {e}");
+        }
+        if let Some(id) = self.counter_set {
+            Hca {
+                inner: self.hca.clone(),
+            }
+            .dealloc_q_counter(id);
         }
     }
 }

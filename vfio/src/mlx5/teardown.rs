@@ -15,12 +15,24 @@ use super::hca::HcaInfo;
 use super::hw::Hw;
 use super::{DriverError, Result};
 
-/// Tears a brought-up device down. Every step is attempted even after a failure (a dead
-/// device fails each at once); the first error is returned.
+/// Tears a brought-up device down. Every step is attempted even after a failure; the first
+/// error is returned. A `dead` device (fatal health) gets no commands: the pages it held are
+/// released with their DMA mappings right away (Linux `reclaim_pages` in the internal-error
+/// state), and the command interface closes.
 ///
 /// # Errors
 /// The first command error.
-pub(crate) fn teardown(hw: &mut Hw, info: &HcaInfo) -> Result<()> {
+pub(crate) fn teardown(hw: &mut Hw, info: &HcaInfo, dead: bool) -> Result<()> {
+    if dead {
+        hw.eq = None;
+        let n = hw.pages.release_all();
+        tracing::warn!(
+            device = %hw.name(),
+            "device dead: {n} pages the firmware held are released with their DMA mappings, without MANAGE_PAGES"
+        );
+        hw.cmd.close();
+        return Ok(());
+    }
     let mut first: Option<DriverError> = None;
     let mut note = |r: Result<()>| {
         if let Err(e) = r {
@@ -52,7 +64,7 @@ pub(crate) fn teardown(hw: &mut Hw, info: &HcaInfo) -> Result<()> {
 }
 
 /// TEARDOWN_HCA (if `initialized`), page reclaim, DISABLE_HCA.
-fn close_hca(hw: &mut Hw, initialized: bool) -> Result<()> {
+pub(crate) fn close_hca(hw: &mut Hw, initialized: bool) -> Result<()> {
     let mut first: Option<DriverError> = None;
     if initialized {
         if let Err(e) = hw.exec(
@@ -78,6 +90,8 @@ fn close_hca(hw: &mut Hw, initialized: bool) -> Result<()> {
                 first.get_or_insert(e);
             }
         }
+        // Whatever the firmware did not give back goes with its DMA mapping.
+        hw.pages.release_all();
     }
     if let Err(e) = hw.exec(&DisableHcaIn::default(), 0, "function 0") {
         first.get_or_insert(e);

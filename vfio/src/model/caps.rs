@@ -10,6 +10,8 @@ pub const LOG_MAX_QP: u8 = 12;
 pub const LOG_MAX_QUEUE: u8 = 15;
 /// GID (RoCE address) table size.
 pub const GID_TABLE_SIZE: u16 = 256;
+/// Q counter sets the model offers (ALLOC_Q_COUNTER; ConnectX-7 reports a few hundred).
+pub const MAX_Q_COUNTERS: u16 = 128;
 /// log2 of the bfreg size (512 B: two 256-B BlueFlame halves).
 pub const LOG_BF_REG_SIZE: u8 = 9;
 
@@ -69,6 +71,8 @@ fn general(max: bool) -> HcaCap {
         log_uar_page_sz: 0,
         num_of_uars_per_page: 1,
         num_vhca_ports: 0,
+        max_qp_cnt: MAX_Q_COUNTERS,
+        cc_query_allowed: true,
     }
 }
 

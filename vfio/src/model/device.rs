@@ -51,6 +51,12 @@ pub struct DeviceState {
     pub cqs: BTreeMap<u32, Cq>,
     pub qps: BTreeMap<u32, Qp>,
     pub next_id: u32,
+    /// Q counter sets (ALLOC_Q_COUNTER).
+    pub q_counters: super::qcounters::QCounterSets,
+    /// Vport traffic and congestion counters.
+    pub port: super::qcounters::PortCounters,
+    /// Received data frames, for the `ce_mark_every` fault.
+    pub rx_data_frames: u64,
     /// Frames produced, to hand to the link after the lock is released.
     pub outbox: Vec<Vec<u8>>,
     /// The last command failure, in words (for test diagnostics).
@@ -83,6 +89,9 @@ impl DeviceState {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             next_id: 0,
+            q_counters: Default::default(),
+            port: Default::default(),
+            rx_data_frames: 0,
             outbox: Vec::new(),
             last_error: None,
             start: std::time::Instant::now(),
@@ -140,6 +149,13 @@ pub struct Device {
     pub irq: Arc<ModelInterrupt>,
     pub inbox: Mutex<VecDeque<Vec<u8>>>,
     pub link: Mutex<Option<Arc<LinkShared>>>,
+    /// A port wire of the caller's ([`super::FrameSink`]: a UDP socket, a raw socket), used
+    /// when no [`super::ModelLink`] joins this device to another model.
+    pub port: Mutex<Option<Arc<dyn super::FrameSink>>>,
+    /// Held from taking a step's frames until they are on the wire, so that two threads
+    /// running the progress loop at once never send this device's frames out of order (a
+    /// reordered request is a PSN sequence error to the peer).
+    pub tx_order: Mutex<()>,
 }
 
 /// Rounds of the progress loop before it gives up (a ping-pong that never settles would be
@@ -156,6 +172,8 @@ impl Device {
             irq,
             inbox: Mutex::new(VecDeque::new()),
             link: Mutex::new(None),
+            port: Mutex::new(None),
+            tx_order: Mutex::new(()),
         })
     }
 
@@ -199,14 +217,17 @@ impl Device {
         for _ in 0..MAX_ROUNDS {
             let mut any = false;
             for d in &devs {
+                let _order = d.tx_order.lock().unwrap_or_else(|p| p.into_inner());
                 let (frames, active) = d.step();
                 any |= active;
                 if frames.is_empty() {
                     continue;
                 }
-                match &link {
-                    Some(l) => l.deliver(d, frames),
-                    None => {
+                let port = d.port.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match (&link, port) {
+                    (Some(l), _) => l.deliver(d, frames),
+                    (None, Some(p)) => p.send(frames),
+                    (None, None) => {
                         tracing::debug!(
                             count = frames.len(),
                             "model device without a link: frames dropped"

@@ -27,6 +27,9 @@ pub struct ModelFaults {
     pub cmd_fault_opcode: Option<u16>,
     /// Received RoCE frames are dropped (a dead link).
     pub link_down: bool,
+    /// Every N-th received RoCE data frame (not ACKs or CNPs) arrives with ECN CE (`0b11`),
+    /// as a congested switch marks it: the notification point answers with CNPs. 0 = off.
+    pub ce_mark_every: u32,
 }
 
 impl ModelFaults {

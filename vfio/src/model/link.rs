@@ -103,7 +103,9 @@ impl ModelLink {
         pcap: Option<&Path>,
     ) -> Result<ModelLink, LinkError> {
         for (name, d) in [("a", &a.dev), ("b", &b.dev)] {
-            if d.link.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            if d.link.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+                || d.port.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+            {
                 return Err(LinkError::AlreadyLinked(name));
             }
         }

@@ -179,6 +179,26 @@ impl DmaBuffer for ModelDmaBuffer {
         d[offset..end].copy_from_slice(data);
         Ok(())
     }
+    /// The bytes themselves, under the buffer's lock: the modeled device's DMA to this
+    /// buffer waits until `f` returns (as the soft provider's region lock does).
+    fn with_bytes(
+        &self,
+        offset: usize,
+        len: usize,
+        f: &mut dyn FnMut(&mut [u8]),
+    ) -> Result<(), DmaError> {
+        let mut d = self.region.data.lock().unwrap_or_else(|p| p.into_inner());
+        let end = offset.checked_add(len).filter(|e| *e <= d.len());
+        let Some(end) = end else {
+            return Err(DmaError::OutOfBounds {
+                offset,
+                len,
+                size: d.len(),
+            });
+        };
+        f(&mut d[offset..end]);
+        Ok(())
+    }
 }
 
 impl Drop for ModelDmaBuffer {

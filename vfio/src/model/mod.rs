@@ -70,6 +70,7 @@ pub mod mkey_access;
 pub mod objects;
 pub mod pages;
 pub mod pcie;
+pub mod qcounters;
 pub mod rq_fetch;
 pub mod rx;
 pub mod sq_exec;
@@ -88,6 +89,16 @@ pub use pcie::{PcieCounters, PcieParams, Ps};
 use crate::seam::{DmaAllocator, Interrupt, Mmio};
 use device::Device;
 
+/// A wire for a model's port other than [`ModelLink`]: the frames the port sends go to
+/// [`send`](FrameSink::send) (called on the thread that runs the progress loop, without any
+/// device lock held); frames from the wire come in with [`ModelDevice::inject_frames`].
+/// `rdmesh_host`'s vfio provider carries them over a UDP socket so that model-backed
+/// processes talk to each other and to any RoCEv2 peer.
+pub trait FrameSink: Send + Sync + std::fmt::Debug {
+    /// Carries Ethernet frames (RoCEv2: Ethernet, IP, UDP to 4791, BTH ..., ICRC; no FCS).
+    fn send(&self, frames: Vec<Vec<u8>>);
+}
+
 /// Static properties of a model device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelConfig {
@@ -105,11 +116,15 @@ pub struct ModelConfig {
     pub init_reads: u32,
     /// BAR0 length in bytes.
     pub bar_len: usize,
+    /// Port MTU in bytes (PMTU `admin_mtu` / `oper_mtu`, the hardware MTU: Ethernet payload
+    /// plus 22 bytes of L2 header, VLAN tag and FCS, as Linux `MLX5E_SW2HW_MTU` counts).
+    pub port_mtu: u16,
 }
 
 impl Default for ModelConfig {
     /// MAC 02:00:00:00:00:01, firmware 28.39.1002 (a ConnectX-7 release), 64 boot, 256 init
-    /// and 32 regular pages, 3 `initializing` polls, a 32 MiB BAR0.
+    /// and 32 regular pages, 3 `initializing` polls, a 32 MiB BAR0, port MTU 9022 (9000 bytes
+    /// of Ethernet payload).
     fn default() -> Self {
         ModelConfig {
             mac: [0x02, 0, 0, 0, 0, 0x01],
@@ -119,6 +134,7 @@ impl Default for ModelConfig {
             regular_pages: 32,
             init_reads: 3,
             bar_len: 32 << 20,
+            port_mtu: 9000 + 22,
         }
     }
 }
@@ -248,6 +264,46 @@ impl ModelDevice {
         self.dev.lock().faults = faults;
     }
 
+    /// Connects the port to `sink` (see [`FrameSink`]).
+    ///
+    /// Errors: [`LinkError::AlreadyLinked`] when a [`ModelLink`] or another sink holds it.
+    pub fn attach_port(&self, sink: std::sync::Arc<dyn FrameSink>) -> Result<(), LinkError> {
+        if self
+            .dev
+            .link
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Err(LinkError::AlreadyLinked("port"));
+        }
+        let mut p = self.dev.port.lock().unwrap_or_else(|p| p.into_inner());
+        if p.is_some() {
+            return Err(LinkError::AlreadyLinked("port"));
+        }
+        *p = Some(sink);
+        Ok(())
+    }
+
+    /// Disconnects the port's sink (frames sent afterwards are dropped).
+    pub fn detach_port(&self) {
+        *self.dev.port.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Frames received from the port's wire: queued and processed by the progress loop, which
+    /// runs before this returns.
+    pub fn inject_frames(&self, frames: Vec<Vec<u8>>) {
+        if frames.is_empty() {
+            return;
+        }
+        self.dev
+            .inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(frames);
+        self.dev.pump();
+    }
+
     /// Runs the progress loop (this device and its link peer): due timers, frames, rung
     /// queues. Needed only while waiting on timers; doorbells run it themselves.
     pub fn progress(&self) {
@@ -276,6 +332,36 @@ impl ModelDevice {
     /// Pages the firmware holds (given by MANAGE_PAGES and not taken back).
     pub fn pages_held(&self) -> u64 {
         self.dev.lock().pages.count()
+    }
+
+    /// The firmware asks for `n` more pages (`n > 0`) or gives `-n` pages back (`n < 0`)
+    /// with a page-request EQE on the EQ that takes them, at once, whatever the driver is
+    /// doing (as firmware does when it grows or shrinks its memory at run time). Returns
+    /// `false` when no EQ takes page-request events yet.
+    pub fn request_pages(&self, n: i32) -> bool {
+        let mut st = self.dev.lock();
+        let t = u8::from(rdmesh_core::mlx5::cmd::EventType::PageRequest);
+        if !st.eqs.values().any(|e| e.wants(t)) {
+            return false;
+        }
+        if n > 0 {
+            st.pages.requested += i64::from(n);
+        }
+        eq::post_event(
+            &mut st,
+            rdmesh_core::mlx5::cmd::EqeRepr::PageRequest {
+                ec_function: 0,
+                func_id: 0,
+                num_pages: n,
+            },
+        );
+        true
+    }
+
+    /// Bytes of DMA memory mapped for this device (every buffer the driver allocated and
+    /// has not freed): 0 once a driver has released everything.
+    pub fn mapped_bytes(&self) -> usize {
+        self.dev.space.mapped_bytes()
     }
 
     /// Number of live objects: (UARs, PDs, MKEYs, EQs, CQs, QPs).

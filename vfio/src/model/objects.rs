@@ -168,6 +168,9 @@ pub struct Qp {
     pub engine: Option<Box<Engine>>,
     /// Virtual-time state of the send queue ([`super::pcie`]).
     pub timing: super::pcie::QpTiming,
+    /// The engine's counters as last added to the QP's counter set
+    /// ([`super::qcounters::account`]).
+    pub seen: rdmesh_core::rc::RcCounters,
 }
 
 impl Qp {

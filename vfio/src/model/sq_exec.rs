@@ -131,6 +131,8 @@ fn run_qp(
         gids,
         outbox,
         pcie,
+        q_counters,
+        port,
         ..
     } = st;
     let Some(qp) = qps.get_mut(&qpn) else { return };
@@ -179,22 +181,42 @@ fn run_qp(
         match super::frame::build(&buf[..n], &path, gid, qpn, remote_qpn, &mut frame) {
             Ok(()) => {
                 counters.frames_sent += 1;
+                port.tx_packets += 1;
+                port.tx_octets += frame.len() as u64;
                 outbox.push(frame);
             }
             Err(e) => tracing::error!(qpn, error = %e, "model: cannot frame an engine packet"),
         }
     }
+    // CNPs of the notification point (CE-marked packets received), to the QP's peer.
+    while let Some(n) = engine.poll_cnp(&mut buf) {
+        let Some(gid) = &gid else { break };
+        let mut frame = Vec::new();
+        match super::frame::build(&buf[..n], &path, gid, qpn, remote_qpn, &mut frame) {
+            Ok(()) => {
+                counters.frames_sent += 1;
+                port.tx_packets += 1;
+                port.tx_octets += frame.len() as u64;
+                outbox.push(frame);
+            }
+            Err(e) => tracing::error!(qpn, error = %e, "model: cannot frame a CNP"),
+        }
+    }
     counters.dma_faults += mem.faults;
+    let set_id = ctx.counter_set_id;
     while let Some(wc) = engine.poll_send_completion() {
+        super::qcounters::count_completion(q_counters.get_mut(&set_id), true, wc.status);
         cqes.push((cqn_snd, send_cqe(qpn, &wc)));
     }
     while let Some(wc) = engine.poll_recv_completion() {
+        super::qcounters::count_completion(q_counters.get_mut(&set_id), false, wc.status);
         cqes.push((cqn_rcv, recv_cqe(qpn, &wc)));
     }
     if engine.state() == QpState::Error && *state != QpHwState::Err {
         *state = QpHwState::Err;
         ctx.state = QpHwState::Err.code();
     }
+    super::qcounters::account(qp, q_counters, port);
 }
 
 /// Moves rung send WQEs into the engine (as many as it holds).

@@ -40,6 +40,12 @@ pub const ACCESS_REG_READ: u16 = 1;
 pub const REG_HOST_ENDIANNESS: u16 = 0x7004;
 /// Register id of PAOS (`MLX5_REG_PAOS`).
 pub const REG_PAOS: u16 = 0x5006;
+/// Register id of PMTU (`MLX5_REG_PMTU`).
+pub const REG_PMTU: u16 = 0x5003;
+/// PAOS `admin_status` / `oper_status`: up.
+pub const PORT_STATUS_UP: u8 = 1;
+/// PAOS `admin_status` / `oper_status`: down.
+pub const PORT_STATUS_DOWN: u8 = 2;
 /// TEARDOWN_HCA profile: graceful close.
 pub const TEARDOWN_GRACEFUL_CLOSE: u16 = 0;
 /// TEARDOWN_HCA profile: force close.
@@ -369,6 +375,10 @@ ifc_struct! {
         num_of_uars_per_page: u32 = NUM_OF_UARS_PER_PAGE,
         /// Number of vHCA ports (SET_ROCE_ADDRESS takes `vhca_port_num` only when > 0).
         num_vhca_ports: u8 = NUM_VHCA_PORTS,
+        /// Q counter sets available (ALLOC_Q_COUNTER).
+        max_qp_cnt: u16 = MAX_QP_CNT,
+        /// QUERY_CONG_STATISTICS allowed.
+        cc_query_allowed: bool = CC_QUERY_ALLOWED,
     }
 }
 
@@ -509,6 +519,21 @@ ifc_struct! {
         ee: bool = EE,
         /// Event generation mode.
         e: u8 = E,
+    }
+}
+
+ifc_struct! {
+    /// PMTU register (0x5003): the port's MTU in bytes of the Ethernet payload (Linux
+    /// `mlx5_query_port_oper_mtu`; the RoCE path MTU must fit below it).
+    pub struct Pmtu : pmtu_reg {
+        /// Local port number (1-based).
+        local_port: u8 = LOCAL_PORT,
+        /// Largest MTU the port supports.
+        max_mtu: u16 = MAX_MTU,
+        /// MTU configured.
+        admin_mtu: u16 = ADMIN_MTU,
+        /// MTU in effect.
+        oper_mtu: u16 = OPER_MTU,
     }
 }
 

@@ -3176,6 +3176,554 @@ pub mod query_special_contexts_out {
     pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME, DUMP_FILL_MKEY, RESD_LKEY, NULL_MKEY];
 }
 
+/// mlx5_ifc.h `struct mlx5_ifc_qp_2rst_in_bits`: 2RST_QP input; 0x80 bits (16 bytes).
+pub mod qp_2rst_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `uid`: 16 bits at bit 0x10 (byte 0x2, dword bits 15..0).
+    pub const UID: IfcField = IfcField::new("uid", 0x10, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `qpn`: 24 bits at bit 0x48 (byte 0x9, dword bits 23..0).
+    pub const QPN: IfcField = IfcField::new("qpn", 0x48, 0x18);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, UID, OP_MOD, QPN];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_qp_2rst_out_bits`: 2RST_QP output; 0x80 bits (16 bytes).
+pub mod qp_2rst_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_init2init_qp_in_bits`: INIT2INIT_QP input; 0x880 bits (272 bytes).
+pub mod init2init_qp_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x880;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x110;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `uid`: 16 bits at bit 0x10 (byte 0x2, dword bits 15..0).
+    pub const UID: IfcField = IfcField::new("uid", 0x10, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `qpn`: 24 bits at bit 0x48 (byte 0x9, dword bits 23..0).
+    pub const QPN: IfcField = IfcField::new("qpn", 0x48, 0x18);
+    /// `opt_param_mask`: 32 bits at bit 0x80 (byte 0x10, dword bits 31..0).
+    pub const OPT_PARAM_MASK: IfcField = IfcField::new("opt_param_mask", 0x80, 0x20);
+    /// `ece`: 32 bits at bit 0xa0 (byte 0x14, dword bits 31..0).
+    pub const ECE: IfcField = IfcField::new("ece", 0xa0, 0x20);
+    /// `qpc`: nested `struct mlx5_ifc_qpc` (module [`super::qpc`]), 0x740 bits at bit 0xc0 (bytes 0x18..0x100).
+    pub const QPC: IfcField = IfcField::new("qpc", 0xc0, 0x740);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, UID, OP_MOD, QPN, OPT_PARAM_MASK, ECE, QPC];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_init2init_qp_out_bits`: INIT2INIT_QP output; 0x80 bits (16 bytes).
+pub mod init2init_qp_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `ece`: 32 bits at bit 0x60 (byte 0xc, dword bits 31..0).
+    pub const ECE: IfcField = IfcField::new("ece", 0x60, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME, ECE];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_rts2rts_qp_in_bits`: RTS2RTS_QP input; 0x880 bits (272 bytes).
+pub mod rts2rts_qp_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x880;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x110;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `uid`: 16 bits at bit 0x10 (byte 0x2, dword bits 15..0).
+    pub const UID: IfcField = IfcField::new("uid", 0x10, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `qpn`: 24 bits at bit 0x48 (byte 0x9, dword bits 23..0).
+    pub const QPN: IfcField = IfcField::new("qpn", 0x48, 0x18);
+    /// `opt_param_mask`: 32 bits at bit 0x80 (byte 0x10, dword bits 31..0).
+    pub const OPT_PARAM_MASK: IfcField = IfcField::new("opt_param_mask", 0x80, 0x20);
+    /// `ece`: 32 bits at bit 0xa0 (byte 0x14, dword bits 31..0).
+    pub const ECE: IfcField = IfcField::new("ece", 0xa0, 0x20);
+    /// `qpc`: nested `struct mlx5_ifc_qpc` (module [`super::qpc`]), 0x740 bits at bit 0xc0 (bytes 0x18..0x100).
+    pub const QPC: IfcField = IfcField::new("qpc", 0xc0, 0x740);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, UID, OP_MOD, QPN, OPT_PARAM_MASK, ECE, QPC];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_rts2rts_qp_out_bits`: RTS2RTS_QP output; 0x80 bits (16 bytes).
+pub mod rts2rts_qp_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `ece`: 32 bits at bit 0x60 (byte 0xc, dword bits 31..0).
+    pub const ECE: IfcField = IfcField::new("ece", 0x60, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME, ECE];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_pmtu_reg_bits`: PMTU register (port MTU: maximum, administrative and operational, register id 0x5003); 0x80 bits (16 bytes).
+pub mod pmtu_reg {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `local_port`: 8 bits at bit 0x8 (byte 0x1, dword bits 23..16).
+    pub const LOCAL_PORT: IfcField = IfcField::new("local_port", 0x8, 0x8);
+    /// `max_mtu`: 16 bits at bit 0x20 (byte 0x4, dword bits 31..16).
+    pub const MAX_MTU: IfcField = IfcField::new("max_mtu", 0x20, 0x10);
+    /// `admin_mtu`: 16 bits at bit 0x40 (byte 0x8, dword bits 31..16).
+    pub const ADMIN_MTU: IfcField = IfcField::new("admin_mtu", 0x40, 0x10);
+    /// `oper_mtu`: 16 bits at bit 0x60 (byte 0xc, dword bits 31..16).
+    pub const OPER_MTU: IfcField = IfcField::new("oper_mtu", 0x60, 0x10);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[LOCAL_PORT, MAX_MTU, ADMIN_MTU, OPER_MTU];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_alloc_q_counter_in_bits`: ALLOC_Q_COUNTER input; 0x80 bits (16 bytes).
+pub mod alloc_q_counter_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `uid`: 16 bits at bit 0x10 (byte 0x2, dword bits 15..0).
+    pub const UID: IfcField = IfcField::new("uid", 0x10, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, UID, OP_MOD];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_alloc_q_counter_out_bits`: ALLOC_Q_COUNTER output; 0x80 bits (16 bytes).
+pub mod alloc_q_counter_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `counter_set_id`: 8 bits at bit 0x58 (byte 0xb, dword bits 7..0).
+    pub const COUNTER_SET_ID: IfcField = IfcField::new("counter_set_id", 0x58, 0x8);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME, COUNTER_SET_ID];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_dealloc_q_counter_in_bits`: DEALLOC_Q_COUNTER input; 0x80 bits (16 bytes).
+pub mod dealloc_q_counter_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `counter_set_id`: 8 bits at bit 0x58 (byte 0xb, dword bits 7..0).
+    pub const COUNTER_SET_ID: IfcField = IfcField::new("counter_set_id", 0x58, 0x8);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, OP_MOD, COUNTER_SET_ID];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_dealloc_q_counter_out_bits`: DEALLOC_Q_COUNTER output; 0x80 bits (16 bytes).
+pub mod dealloc_q_counter_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[STATUS, SYNDROME];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_q_counter_in_bits`: QUERY_Q_COUNTER input; 0x100 bits (32 bytes).
+pub mod query_q_counter_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x100;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x20;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `clear`: 1 bit at bit 0xc0 (byte 0x18, dword bit 31).
+    pub const CLEAR: IfcField = IfcField::new("clear", 0xc0, 0x1);
+    /// `counter_set_id`: 8 bits at bit 0xf8 (byte 0x1f, dword bits 7..0).
+    pub const COUNTER_SET_ID: IfcField = IfcField::new("counter_set_id", 0xf8, 0x8);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, OP_MOD, CLEAR, COUNTER_SET_ID];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_q_counter_out_bits`: QUERY_Q_COUNTER output (the counters of one counter set); 0x800 bits (256 bytes).
+pub mod query_q_counter_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x800;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x100;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `rx_write_requests`: 32 bits at bit 0x80 (byte 0x10, dword bits 31..0).
+    pub const RX_WRITE_REQUESTS: IfcField = IfcField::new("rx_write_requests", 0x80, 0x20);
+    /// `rx_read_requests`: 32 bits at bit 0xc0 (byte 0x18, dword bits 31..0).
+    pub const RX_READ_REQUESTS: IfcField = IfcField::new("rx_read_requests", 0xc0, 0x20);
+    /// `rx_atomic_requests`: 32 bits at bit 0x100 (byte 0x20, dword bits 31..0).
+    pub const RX_ATOMIC_REQUESTS: IfcField = IfcField::new("rx_atomic_requests", 0x100, 0x20);
+    /// `rx_dct_connect`: 32 bits at bit 0x140 (byte 0x28, dword bits 31..0).
+    pub const RX_DCT_CONNECT: IfcField = IfcField::new("rx_dct_connect", 0x140, 0x20);
+    /// `out_of_buffer`: 32 bits at bit 0x180 (byte 0x30, dword bits 31..0).
+    pub const OUT_OF_BUFFER: IfcField = IfcField::new("out_of_buffer", 0x180, 0x20);
+    /// `out_of_sequence`: 32 bits at bit 0x1c0 (byte 0x38, dword bits 31..0).
+    pub const OUT_OF_SEQUENCE: IfcField = IfcField::new("out_of_sequence", 0x1c0, 0x20);
+    /// `duplicate_request`: 32 bits at bit 0x200 (byte 0x40, dword bits 31..0).
+    pub const DUPLICATE_REQUEST: IfcField = IfcField::new("duplicate_request", 0x200, 0x20);
+    /// `rnr_nak_retry_err`: 32 bits at bit 0x240 (byte 0x48, dword bits 31..0).
+    pub const RNR_NAK_RETRY_ERR: IfcField = IfcField::new("rnr_nak_retry_err", 0x240, 0x20);
+    /// `packet_seq_err`: 32 bits at bit 0x280 (byte 0x50, dword bits 31..0).
+    pub const PACKET_SEQ_ERR: IfcField = IfcField::new("packet_seq_err", 0x280, 0x20);
+    /// `implied_nak_seq_err`: 32 bits at bit 0x2c0 (byte 0x58, dword bits 31..0).
+    pub const IMPLIED_NAK_SEQ_ERR: IfcField = IfcField::new("implied_nak_seq_err", 0x2c0, 0x20);
+    /// `local_ack_timeout_err`: 32 bits at bit 0x300 (byte 0x60, dword bits 31..0).
+    pub const LOCAL_ACK_TIMEOUT_ERR: IfcField = IfcField::new("local_ack_timeout_err", 0x300, 0x20);
+    /// `resp_local_length_error`: 32 bits at bit 0x3c0 (byte 0x78, dword bits 31..0).
+    pub const RESP_LOCAL_LENGTH_ERROR: IfcField =
+        IfcField::new("resp_local_length_error", 0x3c0, 0x20);
+    /// `req_local_length_error`: 32 bits at bit 0x3e0 (byte 0x7c, dword bits 31..0).
+    pub const REQ_LOCAL_LENGTH_ERROR: IfcField =
+        IfcField::new("req_local_length_error", 0x3e0, 0x20);
+    /// `resp_local_qp_error`: 32 bits at bit 0x400 (byte 0x80, dword bits 31..0).
+    pub const RESP_LOCAL_QP_ERROR: IfcField = IfcField::new("resp_local_qp_error", 0x400, 0x20);
+    /// `local_operation_error`: 32 bits at bit 0x420 (byte 0x84, dword bits 31..0).
+    pub const LOCAL_OPERATION_ERROR: IfcField = IfcField::new("local_operation_error", 0x420, 0x20);
+    /// `resp_local_protection`: 32 bits at bit 0x440 (byte 0x88, dword bits 31..0).
+    pub const RESP_LOCAL_PROTECTION: IfcField = IfcField::new("resp_local_protection", 0x440, 0x20);
+    /// `req_local_protection`: 32 bits at bit 0x460 (byte 0x8c, dword bits 31..0).
+    pub const REQ_LOCAL_PROTECTION: IfcField = IfcField::new("req_local_protection", 0x460, 0x20);
+    /// `resp_cqe_error`: 32 bits at bit 0x480 (byte 0x90, dword bits 31..0).
+    pub const RESP_CQE_ERROR: IfcField = IfcField::new("resp_cqe_error", 0x480, 0x20);
+    /// `req_cqe_error`: 32 bits at bit 0x4a0 (byte 0x94, dword bits 31..0).
+    pub const REQ_CQE_ERROR: IfcField = IfcField::new("req_cqe_error", 0x4a0, 0x20);
+    /// `req_mw_binding`: 32 bits at bit 0x4c0 (byte 0x98, dword bits 31..0).
+    pub const REQ_MW_BINDING: IfcField = IfcField::new("req_mw_binding", 0x4c0, 0x20);
+    /// `req_bad_response`: 32 bits at bit 0x4e0 (byte 0x9c, dword bits 31..0).
+    pub const REQ_BAD_RESPONSE: IfcField = IfcField::new("req_bad_response", 0x4e0, 0x20);
+    /// `req_remote_invalid_request`: 32 bits at bit 0x500 (byte 0xa0, dword bits 31..0).
+    pub const REQ_REMOTE_INVALID_REQUEST: IfcField =
+        IfcField::new("req_remote_invalid_request", 0x500, 0x20);
+    /// `resp_remote_invalid_request`: 32 bits at bit 0x520 (byte 0xa4, dword bits 31..0).
+    pub const RESP_REMOTE_INVALID_REQUEST: IfcField =
+        IfcField::new("resp_remote_invalid_request", 0x520, 0x20);
+    /// `req_remote_access_errors`: 32 bits at bit 0x540 (byte 0xa8, dword bits 31..0).
+    pub const REQ_REMOTE_ACCESS_ERRORS: IfcField =
+        IfcField::new("req_remote_access_errors", 0x540, 0x20);
+    /// `resp_remote_access_errors`: 32 bits at bit 0x560 (byte 0xac, dword bits 31..0).
+    pub const RESP_REMOTE_ACCESS_ERRORS: IfcField =
+        IfcField::new("resp_remote_access_errors", 0x560, 0x20);
+    /// `req_remote_operation_errors`: 32 bits at bit 0x580 (byte 0xb0, dword bits 31..0).
+    pub const REQ_REMOTE_OPERATION_ERRORS: IfcField =
+        IfcField::new("req_remote_operation_errors", 0x580, 0x20);
+    /// `req_transport_retries_exceeded`: 32 bits at bit 0x5a0 (byte 0xb4, dword bits 31..0).
+    pub const REQ_TRANSPORT_RETRIES_EXCEEDED: IfcField =
+        IfcField::new("req_transport_retries_exceeded", 0x5a0, 0x20);
+    /// `cq_overflow`: 32 bits at bit 0x5c0 (byte 0xb8, dword bits 31..0).
+    pub const CQ_OVERFLOW: IfcField = IfcField::new("cq_overflow", 0x5c0, 0x20);
+    /// `resp_cqe_flush_error`: 32 bits at bit 0x5e0 (byte 0xbc, dword bits 31..0).
+    pub const RESP_CQE_FLUSH_ERROR: IfcField = IfcField::new("resp_cqe_flush_error", 0x5e0, 0x20);
+    /// `req_cqe_flush_error`: 32 bits at bit 0x600 (byte 0xc0, dword bits 31..0).
+    pub const REQ_CQE_FLUSH_ERROR: IfcField = IfcField::new("req_cqe_flush_error", 0x600, 0x20);
+    /// `roce_adp_retrans`: 32 bits at bit 0x640 (byte 0xc8, dword bits 31..0).
+    pub const ROCE_ADP_RETRANS: IfcField = IfcField::new("roce_adp_retrans", 0x640, 0x20);
+    /// `roce_adp_retrans_to`: 32 bits at bit 0x660 (byte 0xcc, dword bits 31..0).
+    pub const ROCE_ADP_RETRANS_TO: IfcField = IfcField::new("roce_adp_retrans_to", 0x660, 0x20);
+    /// `roce_slow_restart`: 32 bits at bit 0x680 (byte 0xd0, dword bits 31..0).
+    pub const ROCE_SLOW_RESTART: IfcField = IfcField::new("roce_slow_restart", 0x680, 0x20);
+    /// `roce_slow_restart_cnps`: 32 bits at bit 0x6a0 (byte 0xd4, dword bits 31..0).
+    pub const ROCE_SLOW_RESTART_CNPS: IfcField =
+        IfcField::new("roce_slow_restart_cnps", 0x6a0, 0x20);
+    /// `roce_slow_restart_trans`: 32 bits at bit 0x6c0 (byte 0xd8, dword bits 31..0).
+    pub const ROCE_SLOW_RESTART_TRANS: IfcField =
+        IfcField::new("roce_slow_restart_trans", 0x6c0, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[
+        STATUS,
+        SYNDROME,
+        RX_WRITE_REQUESTS,
+        RX_READ_REQUESTS,
+        RX_ATOMIC_REQUESTS,
+        RX_DCT_CONNECT,
+        OUT_OF_BUFFER,
+        OUT_OF_SEQUENCE,
+        DUPLICATE_REQUEST,
+        RNR_NAK_RETRY_ERR,
+        PACKET_SEQ_ERR,
+        IMPLIED_NAK_SEQ_ERR,
+        LOCAL_ACK_TIMEOUT_ERR,
+        RESP_LOCAL_LENGTH_ERROR,
+        REQ_LOCAL_LENGTH_ERROR,
+        RESP_LOCAL_QP_ERROR,
+        LOCAL_OPERATION_ERROR,
+        RESP_LOCAL_PROTECTION,
+        REQ_LOCAL_PROTECTION,
+        RESP_CQE_ERROR,
+        REQ_CQE_ERROR,
+        REQ_MW_BINDING,
+        REQ_BAD_RESPONSE,
+        REQ_REMOTE_INVALID_REQUEST,
+        RESP_REMOTE_INVALID_REQUEST,
+        REQ_REMOTE_ACCESS_ERRORS,
+        RESP_REMOTE_ACCESS_ERRORS,
+        REQ_REMOTE_OPERATION_ERRORS,
+        REQ_TRANSPORT_RETRIES_EXCEEDED,
+        CQ_OVERFLOW,
+        RESP_CQE_FLUSH_ERROR,
+        REQ_CQE_FLUSH_ERROR,
+        ROCE_ADP_RETRANS,
+        ROCE_ADP_RETRANS_TO,
+        ROCE_SLOW_RESTART,
+        ROCE_SLOW_RESTART_CNPS,
+        ROCE_SLOW_RESTART_TRANS,
+    ];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_cong_statistics_in_bits`: QUERY_CONG_STATISTICS input; 0x80 bits (16 bytes).
+pub mod query_cong_statistics_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `clear`: 1 bit at bit 0x40 (byte 0x8, dword bit 31).
+    pub const CLEAR: IfcField = IfcField::new("clear", 0x40, 0x1);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, OP_MOD, CLEAR];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_cong_statistics_out_bits`: QUERY_CONG_STATISTICS output (DCQCN reaction and notification point counters); 0x880 bits (272 bytes).
+pub mod query_cong_statistics_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x880;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x110;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `rp_cur_flows`: 32 bits at bit 0x80 (byte 0x10, dword bits 31..0).
+    pub const RP_CUR_FLOWS: IfcField = IfcField::new("rp_cur_flows", 0x80, 0x20);
+    /// `sum_flows`: 32 bits at bit 0xa0 (byte 0x14, dword bits 31..0).
+    pub const SUM_FLOWS: IfcField = IfcField::new("sum_flows", 0xa0, 0x20);
+    /// `rp_cnp_ignored_high`: 32 bits at bit 0xc0 (byte 0x18, dword bits 31..0).
+    pub const RP_CNP_IGNORED_HIGH: IfcField = IfcField::new("rp_cnp_ignored_high", 0xc0, 0x20);
+    /// `rp_cnp_ignored_low`: 32 bits at bit 0xe0 (byte 0x1c, dword bits 31..0).
+    pub const RP_CNP_IGNORED_LOW: IfcField = IfcField::new("rp_cnp_ignored_low", 0xe0, 0x20);
+    /// `rp_cnp_handled_high`: 32 bits at bit 0x100 (byte 0x20, dword bits 31..0).
+    pub const RP_CNP_HANDLED_HIGH: IfcField = IfcField::new("rp_cnp_handled_high", 0x100, 0x20);
+    /// `rp_cnp_handled_low`: 32 bits at bit 0x120 (byte 0x24, dword bits 31..0).
+    pub const RP_CNP_HANDLED_LOW: IfcField = IfcField::new("rp_cnp_handled_low", 0x120, 0x20);
+    /// `time_stamp_high`: 32 bits at bit 0x240 (byte 0x48, dword bits 31..0).
+    pub const TIME_STAMP_HIGH: IfcField = IfcField::new("time_stamp_high", 0x240, 0x20);
+    /// `time_stamp_low`: 32 bits at bit 0x260 (byte 0x4c, dword bits 31..0).
+    pub const TIME_STAMP_LOW: IfcField = IfcField::new("time_stamp_low", 0x260, 0x20);
+    /// `accumulators_period`: 32 bits at bit 0x280 (byte 0x50, dword bits 31..0).
+    pub const ACCUMULATORS_PERIOD: IfcField = IfcField::new("accumulators_period", 0x280, 0x20);
+    /// `np_ecn_marked_roce_packets_high`: 32 bits at bit 0x2a0 (byte 0x54, dword bits 31..0).
+    pub const NP_ECN_MARKED_ROCE_PACKETS_HIGH: IfcField =
+        IfcField::new("np_ecn_marked_roce_packets_high", 0x2a0, 0x20);
+    /// `np_ecn_marked_roce_packets_low`: 32 bits at bit 0x2c0 (byte 0x58, dword bits 31..0).
+    pub const NP_ECN_MARKED_ROCE_PACKETS_LOW: IfcField =
+        IfcField::new("np_ecn_marked_roce_packets_low", 0x2c0, 0x20);
+    /// `np_cnp_sent_high`: 32 bits at bit 0x2e0 (byte 0x5c, dword bits 31..0).
+    pub const NP_CNP_SENT_HIGH: IfcField = IfcField::new("np_cnp_sent_high", 0x2e0, 0x20);
+    /// `np_cnp_sent_low`: 32 bits at bit 0x300 (byte 0x60, dword bits 31..0).
+    pub const NP_CNP_SENT_LOW: IfcField = IfcField::new("np_cnp_sent_low", 0x300, 0x20);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[
+        STATUS,
+        SYNDROME,
+        RP_CUR_FLOWS,
+        SUM_FLOWS,
+        RP_CNP_IGNORED_HIGH,
+        RP_CNP_IGNORED_LOW,
+        RP_CNP_HANDLED_HIGH,
+        RP_CNP_HANDLED_LOW,
+        TIME_STAMP_HIGH,
+        TIME_STAMP_LOW,
+        ACCUMULATORS_PERIOD,
+        NP_ECN_MARKED_ROCE_PACKETS_HIGH,
+        NP_ECN_MARKED_ROCE_PACKETS_LOW,
+        NP_CNP_SENT_HIGH,
+        NP_CNP_SENT_LOW,
+    ];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_vport_counter_in_bits`: QUERY_VPORT_COUNTER input; 0x100 bits (32 bytes).
+pub mod query_vport_counter_in {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x100;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x20;
+    /// `opcode`: 16 bits at bit 0x0 (byte 0x0, dword bits 31..16).
+    pub const OPCODE: IfcField = IfcField::new("opcode", 0x0, 0x10);
+    /// `op_mod`: 16 bits at bit 0x30 (byte 0x6, dword bits 15..0).
+    pub const OP_MOD: IfcField = IfcField::new("op_mod", 0x30, 0x10);
+    /// `other_vport`: 1 bit at bit 0x40 (byte 0x8, dword bit 31).
+    pub const OTHER_VPORT: IfcField = IfcField::new("other_vport", 0x40, 0x1);
+    /// `port_num`: 4 bits at bit 0x4c (byte 0x9, dword bits 19..16).
+    pub const PORT_NUM: IfcField = IfcField::new("port_num", 0x4c, 0x4);
+    /// `vport_number`: 16 bits at bit 0x50 (byte 0xa, dword bits 15..0).
+    pub const VPORT_NUMBER: IfcField = IfcField::new("vport_number", 0x50, 0x10);
+    /// `clear`: 1 bit at bit 0xc0 (byte 0x18, dword bit 31).
+    pub const CLEAR: IfcField = IfcField::new("clear", 0xc0, 0x1);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[OPCODE, OP_MOD, OTHER_VPORT, PORT_NUM, VPORT_NUMBER, CLEAR];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_query_vport_counter_out_bits`: QUERY_VPORT_COUNTER output (traffic counters of the vport); 0x1080 bits (528 bytes).
+pub mod query_vport_counter_out {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x1080;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x210;
+    /// `status`: 8 bits at bit 0x0 (byte 0x0, dword bits 31..24).
+    pub const STATUS: IfcField = IfcField::new("status", 0x0, 0x8);
+    /// `syndrome`: 32 bits at bit 0x20 (byte 0x4, dword bits 31..0).
+    pub const SYNDROME: IfcField = IfcField::new("syndrome", 0x20, 0x20);
+    /// `received_errors`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x80 (bytes 0x10..0x20).
+    pub const RECEIVED_ERRORS: IfcField = IfcField::new("received_errors", 0x80, 0x80);
+    /// `transmit_errors`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x100 (bytes 0x20..0x30).
+    pub const TRANSMIT_ERRORS: IfcField = IfcField::new("transmit_errors", 0x100, 0x80);
+    /// `received_ib_unicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x180 (bytes 0x30..0x40).
+    pub const RECEIVED_IB_UNICAST: IfcField = IfcField::new("received_ib_unicast", 0x180, 0x80);
+    /// `transmitted_ib_unicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x200 (bytes 0x40..0x50).
+    pub const TRANSMITTED_IB_UNICAST: IfcField =
+        IfcField::new("transmitted_ib_unicast", 0x200, 0x80);
+    /// `received_ib_multicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x280 (bytes 0x50..0x60).
+    pub const RECEIVED_IB_MULTICAST: IfcField = IfcField::new("received_ib_multicast", 0x280, 0x80);
+    /// `transmitted_ib_multicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x300 (bytes 0x60..0x70).
+    pub const TRANSMITTED_IB_MULTICAST: IfcField =
+        IfcField::new("transmitted_ib_multicast", 0x300, 0x80);
+    /// `received_eth_broadcast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x380 (bytes 0x70..0x80).
+    pub const RECEIVED_ETH_BROADCAST: IfcField =
+        IfcField::new("received_eth_broadcast", 0x380, 0x80);
+    /// `transmitted_eth_broadcast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x400 (bytes 0x80..0x90).
+    pub const TRANSMITTED_ETH_BROADCAST: IfcField =
+        IfcField::new("transmitted_eth_broadcast", 0x400, 0x80);
+    /// `received_eth_unicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x480 (bytes 0x90..0xa0).
+    pub const RECEIVED_ETH_UNICAST: IfcField = IfcField::new("received_eth_unicast", 0x480, 0x80);
+    /// `transmitted_eth_unicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x500 (bytes 0xa0..0xb0).
+    pub const TRANSMITTED_ETH_UNICAST: IfcField =
+        IfcField::new("transmitted_eth_unicast", 0x500, 0x80);
+    /// `received_eth_multicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x580 (bytes 0xb0..0xc0).
+    pub const RECEIVED_ETH_MULTICAST: IfcField =
+        IfcField::new("received_eth_multicast", 0x580, 0x80);
+    /// `transmitted_eth_multicast`: nested `struct mlx5_ifc_traffic_counter` (module [`super::traffic_counter`]), 0x80 bits at bit 0x600 (bytes 0xc0..0xd0).
+    pub const TRANSMITTED_ETH_MULTICAST: IfcField =
+        IfcField::new("transmitted_eth_multicast", 0x600, 0x80);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[
+        STATUS,
+        SYNDROME,
+        RECEIVED_ERRORS,
+        TRANSMIT_ERRORS,
+        RECEIVED_IB_UNICAST,
+        TRANSMITTED_IB_UNICAST,
+        RECEIVED_IB_MULTICAST,
+        TRANSMITTED_IB_MULTICAST,
+        RECEIVED_ETH_BROADCAST,
+        TRANSMITTED_ETH_BROADCAST,
+        RECEIVED_ETH_UNICAST,
+        TRANSMITTED_ETH_UNICAST,
+        RECEIVED_ETH_MULTICAST,
+        TRANSMITTED_ETH_MULTICAST,
+    ];
+}
+
+/// mlx5_ifc.h `struct mlx5_ifc_traffic_counter_bits`: a packets/octets counter pair; 0x80 bits (16 bytes).
+pub mod traffic_counter {
+    use super::IfcField;
+
+    /// Size of the structure in bits (flexible arrays excluded).
+    pub const SIZE_BITS: u32 = 0x80;
+    /// Size of the structure in bytes (flexible arrays excluded).
+    pub const SIZE_BYTES: usize = 0x10;
+    /// `packets`: 64 bits at bit 0x0 (bytes 0x0..0x8).
+    pub const PACKETS: IfcField = IfcField::new("packets", 0x0, 0x40);
+    /// `octets`: 64 bits at bit 0x40 (bytes 0x8..0x10).
+    pub const OCTETS: IfcField = IfcField::new("octets", 0x40, 0x40);
+    /// Every named field, in declaration order.
+    pub const FIELDS: &[IfcField] = &[PACKETS, OCTETS];
+}
+
 /// Every layout table above: (mlx5_ifc.h structure name without `mlx5_ifc_` / `_bits`, its
 /// fields). `tests/tests/ifc_conformance.rs` walks this list.
 pub const ALL: &[(&str, &[IfcField])] = &[
@@ -3281,6 +3829,27 @@ pub const ALL: &[(&str, &[IfcField])] = &[
         "query_special_contexts_out",
         query_special_contexts_out::FIELDS,
     ),
+    ("qp_2rst_in", qp_2rst_in::FIELDS),
+    ("qp_2rst_out", qp_2rst_out::FIELDS),
+    ("init2init_qp_in", init2init_qp_in::FIELDS),
+    ("init2init_qp_out", init2init_qp_out::FIELDS),
+    ("rts2rts_qp_in", rts2rts_qp_in::FIELDS),
+    ("rts2rts_qp_out", rts2rts_qp_out::FIELDS),
+    ("pmtu_reg", pmtu_reg::FIELDS),
+    ("alloc_q_counter_in", alloc_q_counter_in::FIELDS),
+    ("alloc_q_counter_out", alloc_q_counter_out::FIELDS),
+    ("dealloc_q_counter_in", dealloc_q_counter_in::FIELDS),
+    ("dealloc_q_counter_out", dealloc_q_counter_out::FIELDS),
+    ("query_q_counter_in", query_q_counter_in::FIELDS),
+    ("query_q_counter_out", query_q_counter_out::FIELDS),
+    ("query_cong_statistics_in", query_cong_statistics_in::FIELDS),
+    (
+        "query_cong_statistics_out",
+        query_cong_statistics_out::FIELDS,
+    ),
+    ("query_vport_counter_in", query_vport_counter_in::FIELDS),
+    ("query_vport_counter_out", query_vport_counter_out::FIELDS),
+    ("traffic_counter", traffic_counter::FIELDS),
 ];
 
 /// The size in bits of every structure in [`ALL`], same order.
@@ -3390,4 +3959,31 @@ pub const SIZES: &[(&str, u32)] = &[
         "query_special_contexts_out",
         query_special_contexts_out::SIZE_BITS,
     ),
+    ("qp_2rst_in", qp_2rst_in::SIZE_BITS),
+    ("qp_2rst_out", qp_2rst_out::SIZE_BITS),
+    ("init2init_qp_in", init2init_qp_in::SIZE_BITS),
+    ("init2init_qp_out", init2init_qp_out::SIZE_BITS),
+    ("rts2rts_qp_in", rts2rts_qp_in::SIZE_BITS),
+    ("rts2rts_qp_out", rts2rts_qp_out::SIZE_BITS),
+    ("pmtu_reg", pmtu_reg::SIZE_BITS),
+    ("alloc_q_counter_in", alloc_q_counter_in::SIZE_BITS),
+    ("alloc_q_counter_out", alloc_q_counter_out::SIZE_BITS),
+    ("dealloc_q_counter_in", dealloc_q_counter_in::SIZE_BITS),
+    ("dealloc_q_counter_out", dealloc_q_counter_out::SIZE_BITS),
+    ("query_q_counter_in", query_q_counter_in::SIZE_BITS),
+    ("query_q_counter_out", query_q_counter_out::SIZE_BITS),
+    (
+        "query_cong_statistics_in",
+        query_cong_statistics_in::SIZE_BITS,
+    ),
+    (
+        "query_cong_statistics_out",
+        query_cong_statistics_out::SIZE_BITS,
+    ),
+    ("query_vport_counter_in", query_vport_counter_in::SIZE_BITS),
+    (
+        "query_vport_counter_out",
+        query_vport_counter_out::SIZE_BITS,
+    ),
+    ("traffic_counter", traffic_counter::SIZE_BITS),
 ];

@@ -13,7 +13,8 @@
 //! - Typed commands (both directions, so the driver and a device model share them):
 //!   [`hca`] (ENABLE_HCA ... TEARDOWN_HCA, pages, capabilities, ACCESS_REG), [`vport`]
 //!   (NIC vport context, vport state, GID table), [`resource`] (UAR, EQ, PD, MKEY, CQ),
-//!   [`qp`] (CREATE_QP, the state transitions, QUERY_QP); each input implements [`CmdIn`],
+//!   [`qp`] (CREATE_QP, the state transitions, QUERY_QP), [`counters`] (Q counters, vport
+//!   and congestion counters); each input implements [`CmdIn`],
 //!   each output [`CmdOut`], both have `parse`; [`value`] holds [`Pas`] and the traits.
 //! - Device formats in smoltcp's checked-view pattern: [`entry`] (64-byte command queue
 //!   entry), [`mailbox`] (576-byte mailbox block and chaining), [`init_seg`] (BAR0 init
@@ -25,6 +26,7 @@
 #[macro_use]
 pub mod value;
 
+pub mod counters;
 pub mod entry;
 pub mod eqe;
 mod error;
@@ -44,6 +46,7 @@ pub mod vport;
 #[cfg(test)]
 mod tests;
 
+pub use counters::*;
 pub use entry::{CmdEntry, CmdEntryRepr};
 pub use eqe::{EqeRepr, EventType, PortChangeSubtype, QpEvent};
 pub use error::CmdError;

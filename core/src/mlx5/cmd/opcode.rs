@@ -80,6 +80,14 @@ enum_with_unknown! {
         QueryNicVportContext = 0x754,
         /// `MLX5_CMD_OP_MODIFY_NIC_VPORT_CONTEXT`: e.g. `roce_en`.
         ModifyNicVportContext = 0x755,
+        /// `MLX5_CMD_OP_QUERY_VPORT_COUNTER`: traffic counters of a vport.
+        QueryVportCounter = 0x770,
+        /// `MLX5_CMD_OP_ALLOC_Q_COUNTER`: a counter set that QPs report to.
+        AllocQCounter = 0x771,
+        /// `MLX5_CMD_OP_DEALLOC_Q_COUNTER`.
+        DeallocQCounter = 0x772,
+        /// `MLX5_CMD_OP_QUERY_Q_COUNTER`: read (and optionally clear) a counter set.
+        QueryQCounter = 0x773,
         /// `MLX5_CMD_OP_QUERY_ROCE_ADDRESS`: read a GID table entry.
         QueryRoceAddress = 0x760,
         /// `MLX5_CMD_OP_SET_ROCE_ADDRESS`: write a GID table entry.
@@ -96,6 +104,8 @@ enum_with_unknown! {
         AccessReg = 0x805,
         /// `MLX5_CMD_OP_NOP`.
         Nop = 0x80d,
+        /// `MLX5_CMD_OP_QUERY_CONG_STATISTICS`: DCQCN counters (CNPs handled, sent, ...).
+        QueryCongStatistics = 0x826,
     }
 }
 
@@ -158,6 +168,14 @@ impl Opcode {
         (Opcode::DeallocUar, "MLX5_CMD_OP_DEALLOC_UAR"),
         (Opcode::AccessReg, "MLX5_CMD_OP_ACCESS_REG"),
         (Opcode::Nop, "MLX5_CMD_OP_NOP"),
+        (Opcode::QueryVportCounter, "MLX5_CMD_OP_QUERY_VPORT_COUNTER"),
+        (Opcode::AllocQCounter, "MLX5_CMD_OP_ALLOC_Q_COUNTER"),
+        (Opcode::DeallocQCounter, "MLX5_CMD_OP_DEALLOC_Q_COUNTER"),
+        (Opcode::QueryQCounter, "MLX5_CMD_OP_QUERY_Q_COUNTER"),
+        (
+            Opcode::QueryCongStatistics,
+            "MLX5_CMD_OP_QUERY_CONG_STATISTICS",
+        ),
     ];
 
     /// Bytes of the fixed part of the command's input and output (mlx5_ifc.h
@@ -212,6 +230,16 @@ impl Opcode {
             Opcode::Rtr2RtsQp => l!(rtr2rts_qp_in, rtr2rts_qp_out),
             Opcode::Qp2Err => l!(qp_2err_in, qp_2err_out),
             Opcode::QueryQp => l!(query_qp_in, query_qp_out),
+            Opcode::Qp2Rst => l!(qp_2rst_in, qp_2rst_out),
+            Opcode::Init2InitQp => l!(init2init_qp_in, init2init_qp_out),
+            Opcode::Rts2RtsQp => l!(rts2rts_qp_in, rts2rts_qp_out),
+            Opcode::QueryVportCounter => l!(query_vport_counter_in, query_vport_counter_out),
+            Opcode::AllocQCounter => l!(alloc_q_counter_in, alloc_q_counter_out),
+            Opcode::DeallocQCounter => l!(dealloc_q_counter_in, dealloc_q_counter_out),
+            Opcode::QueryQCounter => l!(query_q_counter_in, query_q_counter_out),
+            Opcode::QueryCongStatistics => {
+                l!(query_cong_statistics_in, query_cong_statistics_out)
+            }
             _ => None,
         }
     }

@@ -336,3 +336,73 @@ command! {
         qpc: QpContext = QPC,
     } pas PAS
 }
+command! {
+    /// 2RST_QP input (0x50a): back to RESET from any state (the QP forgets its connection;
+    /// the driver resets its ring counters and doorbell record).
+    pub struct Qp2RstIn : in qp_2rst_in (qp_2rst_out), Qp2Rst {
+        /// QP number.
+        qpn: u32 = QPN,
+    }
+}
+command! {
+    /// 2RST_QP output.
+    pub struct Qp2RstOut : out qp_2rst_out, Qp2Rst {}
+}
+command! {
+    /// INIT2INIT_QP input (0x50e): change `rre`/`rwe`/`rae`, the port or the P_Key index
+    /// of a QP in INIT (the fields named by `opt_param_mask`, Linux qp.h `MLX5_QP_OPTPAR_*`).
+    pub struct Init2InitQpIn : in init2init_qp_in (init2init_qp_out), Init2InitQp {
+        /// QP number.
+        qpn: u32 = QPN,
+        /// Optional-parameter mask ([`QP_OPTPAR_RRE`] ...).
+        opt_param_mask: u32 = OPT_PARAM_MASK,
+        /// ECE.
+        ece: u32 = ECE,
+        /// The context fields of the transition.
+        qpc: QpContext = QPC,
+    }
+}
+command! {
+    /// INIT2INIT_QP output.
+    pub struct Init2InitQpOut : out init2init_qp_out, Init2InitQp {
+        /// ECE.
+        ece: u32 = ECE,
+    }
+}
+command! {
+    /// RTS2RTS_QP input (0x505): change `rre`/`rwe`/`rae` or `min_rnr_nak` of a QP in RTS
+    /// (the fields named by `opt_param_mask`).
+    pub struct Rts2RtsQpIn : in rts2rts_qp_in (rts2rts_qp_out), Rts2RtsQp {
+        /// QP number.
+        qpn: u32 = QPN,
+        /// Optional-parameter mask ([`QP_OPTPAR_RRE`] ...).
+        opt_param_mask: u32 = OPT_PARAM_MASK,
+        /// ECE.
+        ece: u32 = ECE,
+        /// The context fields of the transition.
+        qpc: QpContext = QPC,
+    }
+}
+command! {
+    /// RTS2RTS_QP output.
+    pub struct Rts2RtsQpOut : out rts2rts_qp_out, Rts2RtsQp {
+        /// ECE.
+        ece: u32 = ECE,
+    }
+}
+
+/// `opt_param_mask` bit: `rre` is given (Linux qp.h `MLX5_QP_OPTPAR_RRE`).
+pub const QP_OPTPAR_RRE: u32 = 1 << 1;
+/// `opt_param_mask` bit: `rae` is given (`MLX5_QP_OPTPAR_RAE`).
+pub const QP_OPTPAR_RAE: u32 = 1 << 2;
+/// `opt_param_mask` bit: `rwe` is given (`MLX5_QP_OPTPAR_RWE`).
+pub const QP_OPTPAR_RWE: u32 = 1 << 3;
+/// `opt_param_mask` bit: `pkey_index` is given (`MLX5_QP_OPTPAR_PKEY_INDEX`).
+pub const QP_OPTPAR_PKEY_INDEX: u32 = 1 << 4;
+/// `opt_param_mask` bit: `min_rnr_nak` is given (`MLX5_QP_OPTPAR_RNR_TIMEOUT`).
+pub const QP_OPTPAR_RNR_TIMEOUT: u32 = 1 << 6;
+/// `opt_param_mask` bit: the primary path's port is given
+/// (`MLX5_QP_OPTPAR_PRI_PORT`).
+pub const QP_OPTPAR_PRI_PORT: u32 = 1 << 16;
+/// `opt_param_mask` bit: `counter_set_id` is given (`MLX5_QP_OPTPAR_COUNTER_SET_ID`).
+pub const QP_OPTPAR_COUNTER_SET_ID: u32 = 1 << 25;

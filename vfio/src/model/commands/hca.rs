@@ -194,6 +194,7 @@ pub fn execute(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -
             st.mkeys.clear();
             st.pds.clear();
             st.uars.clear();
+            st.q_counters.clear();
             reply(&TeardownHcaOut { state: false }, out)
         }
         Opcode::QuerySpecialContexts => {
@@ -322,15 +323,45 @@ fn access_reg(st: &mut DeviceState, input: &[u8], out: &mut [u8]) -> CmdResult {
                     format!("PAOS local_port {} (the model has port 1)", p.local_port),
                 ));
             }
-            p.admin_status = 1;
-            p.oper_status = 1;
+            p.admin_status = PORT_STATUS_UP;
+            p.oper_status = if st.faults.link_down {
+                PORT_STATUS_DOWN
+            } else {
+                PORT_STATUS_UP
+            };
+            p.emit_at(&mut data, 0).map_err(bad_input)?;
+        }
+        REG_PMTU => {
+            let mut p = Pmtu::parse_at(&data, 0).map_err(bad_input)?;
+            if p.local_port != 1 {
+                return Err(fail(
+                    CmdStatus::BadParam,
+                    SYND_PARAM,
+                    format!("PMTU local_port {} (the model has port 1)", p.local_port),
+                ));
+            }
+            if i.op_mod == ACCESS_REG_WRITE {
+                if p.admin_mtu > MODEL_MAX_MTU || p.admin_mtu < 256 {
+                    return Err(fail(
+                        CmdStatus::BadParam,
+                        SYND_PARAM,
+                        format!("PMTU admin_mtu {} (256..={MODEL_MAX_MTU})", p.admin_mtu),
+                    ));
+                }
+                st.cfg.port_mtu = p.admin_mtu;
+            }
+            p.max_mtu = MODEL_MAX_MTU;
+            p.admin_mtu = st.cfg.port_mtu;
+            p.oper_mtu = st.cfg.port_mtu;
             p.emit_at(&mut data, 0).map_err(bad_input)?;
         }
         r => {
             return Err(fail(
                 CmdStatus::BadParam,
                 SYND_PARAM,
-                format!("register {r:#x} not modeled (HOST_ENDIANNESS 0x7004, PAOS 0x5006)"),
+                format!(
+                    "register {r:#x} not modeled (HOST_ENDIANNESS 0x7004, PAOS 0x5006, PMTU 0x5003)"
+                ),
             ))
         }
     }
@@ -340,6 +371,9 @@ fn access_reg(st: &mut DeviceState, input: &[u8], out: &mut [u8]) -> CmdResult {
     data.truncate(room);
     reply(&AccessRegisterOut { data: &data }, out)
 }
+
+/// PMTU `max_mtu` of the model's port (a ConnectX-7 reports 9978).
+pub const MODEL_MAX_MTU: u16 = 9978;
 
 /// After an EQ with page-request events exists, the firmware asks for its regular pages.
 pub fn request_regular_pages(st: &mut DeviceState) {

@@ -5,6 +5,7 @@
 //! Syndromes are the model's own (real ones are firmware-specific and undocumented): the
 //! high 16 bits name the check (`SYND_*`), the low 16 bits the opcode.
 
+mod counters;
 mod hca;
 mod qp;
 mod resource;
@@ -177,7 +178,15 @@ fn dispatch(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -> C
         | O::Init2RtrQp
         | O::Rtr2RtsQp
         | O::Qp2Err
+        | O::Qp2Rst
+        | O::Init2InitQp
+        | O::Rts2RtsQp
         | O::QueryQp => qp::execute(st, op, input, out),
+        O::AllocQCounter
+        | O::DeallocQCounter
+        | O::QueryQCounter
+        | O::QueryVportCounter
+        | O::QueryCongStatistics => counters::execute(st, op, input, out),
         _ => Err(fail(
             CmdStatus::BadOp,
             SYND_OPCODE,

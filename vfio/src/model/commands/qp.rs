@@ -130,8 +130,64 @@ fn create(st: &mut DeviceState, input: &[u8], out: &mut [u8]) -> CmdResult {
             inline: BTreeMap::new(),
             engine: None,
             timing: Default::default(),
+            seen: Default::default(),
         },
     );
+    Ok(())
+}
+
+/// The fields INIT2INIT / RTS2RTS change, as `opt_param_mask` names them.
+fn modify_optional(qp: &mut Qp, c: &QpContext, mask: u32) -> CmdResult {
+    let known = QP_OPTPAR_RRE
+        | QP_OPTPAR_RWE
+        | QP_OPTPAR_RAE
+        | QP_OPTPAR_PKEY_INDEX
+        | QP_OPTPAR_RNR_TIMEOUT
+        | QP_OPTPAR_PRI_PORT
+        | QP_OPTPAR_COUNTER_SET_ID;
+    if mask & !known != 0 {
+        return Err(fail(
+            CmdStatus::BadParam,
+            SYND_PARAM,
+            format!(
+                "opt_param_mask {:#x} has bits the model does not modify ({:#x})",
+                mask,
+                mask & !known
+            ),
+        ));
+    }
+    if mask & QP_OPTPAR_PRI_PORT != 0 && c.primary_address_path.vhca_port_num > 1 {
+        return Err(fail(
+            CmdStatus::BadParam,
+            SYND_PARAM,
+            format!(
+                "vhca_port_num {} (the model has port 1)",
+                c.primary_address_path.vhca_port_num
+            ),
+        ));
+    }
+    if mask & QP_OPTPAR_RRE != 0 {
+        qp.ctx.rre = c.rre;
+    }
+    if mask & QP_OPTPAR_RWE != 0 {
+        qp.ctx.rwe = c.rwe;
+    }
+    if mask & QP_OPTPAR_RAE != 0 {
+        qp.ctx.rae = c.rae;
+        qp.ctx.atomic_mode = c.atomic_mode;
+    }
+    if mask & QP_OPTPAR_PKEY_INDEX != 0 {
+        qp.ctx.primary_address_path.pkey_index = c.primary_address_path.pkey_index;
+    }
+    if mask & QP_OPTPAR_RNR_TIMEOUT != 0 {
+        qp.ctx.min_rnr_nak = c.min_rnr_nak;
+    }
+    if mask & QP_OPTPAR_PRI_PORT != 0 {
+        qp.ctx.primary_address_path.vhca_port_num = c.primary_address_path.vhca_port_num;
+    }
+    if mask & QP_OPTPAR_COUNTER_SET_ID != 0 {
+        qp.ctx.counter_set_id = c.counter_set_id;
+    }
     Ok(())
 }
 
@@ -142,7 +198,9 @@ pub fn execute(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -
             let i = DestroyQpIn::parse(input).map_err(bad_input)?;
             need_init(st)?;
             qp_mut(st, i.qpn)?;
-            st.qps.remove(&i.qpn);
+            if let Some(mut qp) = st.qps.remove(&i.qpn) {
+                crate::model::qcounters::account(&mut qp, &mut st.q_counters, &mut st.port);
+            }
             reply(&DestroyQpOut {}, out)
         }
         Opcode::Rst2InitQp => {
@@ -161,12 +219,15 @@ pub fn execute(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -
                     ),
                 ));
             }
+            super::counters::check_counter_set(st, c.counter_set_id)?;
+            let qp = qp_mut(st, i.qpn)?;
             qp.ctx.rre = c.rre;
             qp.ctx.rwe = c.rwe;
             qp.ctx.rae = c.rae;
             qp.ctx.atomic_mode = c.atomic_mode;
             qp.ctx.primary_address_path.pkey_index = c.primary_address_path.pkey_index;
             qp.ctx.primary_address_path.vhca_port_num = c.primary_address_path.vhca_port_num;
+            qp.ctx.counter_set_id = c.counter_set_id;
             qp.state = QpHwState::Init;
             qp.ctx.state = QP_STATE_INIT;
             reply(&Rst2InitQpOut { ece: 0 }, out)
@@ -227,6 +288,7 @@ pub fn execute(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -
                 max_dest_rd_atomic: 1u8.checked_shl(u32::from(c.log_rra_max)).unwrap_or(u8::MAX),
             };
             qp.engine = Some(Box::new(Engine::new(rtr)));
+            qp.seen = Default::default();
             qp.state = QpHwState::Rtr;
             qp.ctx.state = QP_STATE_RTR;
             reply(&Init2RtrQpOut { ece: 0 }, out)
@@ -266,6 +328,78 @@ pub fn execute(st: &mut DeviceState, op: Opcode, input: &[u8], out: &mut [u8]) -
             qp.state = QpHwState::Err;
             qp.ctx.state = QP_STATE_ERR;
             reply(&Qp2ErrOut {}, out)
+        }
+        Opcode::Qp2Rst => {
+            let i = Qp2RstIn::parse(input).map_err(bad_input)?;
+            need_init(st)?;
+            let DeviceState {
+                qps,
+                q_counters,
+                port,
+                ..
+            } = st;
+            let qp = qps.get_mut(&i.qpn).ok_or_else(|| {
+                fail(
+                    CmdStatus::BadRes,
+                    SYND_HANDLE,
+                    format!("QP {:#x} does not exist", i.qpn),
+                )
+            })?;
+            // Count what the engine did before it goes, then forget the connection: ring
+            // positions, inline data, the engine; the buffers, CQs and PD stay.
+            crate::model::qcounters::account(qp, q_counters, port);
+            qp.engine = None;
+            qp.seen = Default::default();
+            qp.inline.clear();
+            qp.sq_ci = 0;
+            qp.rq_ci = 0;
+            let keep = qp.ctx;
+            qp.ctx = QpContext {
+                st: keep.st,
+                pm_state: keep.pm_state,
+                pd: keep.pd,
+                log_rq_size: keep.log_rq_size,
+                log_rq_stride: keep.log_rq_stride,
+                no_sq: keep.no_sq,
+                log_sq_size: keep.log_sq_size,
+                ts_format: keep.ts_format,
+                uar_page: keep.uar_page,
+                user_index: keep.user_index,
+                log_page_size: keep.log_page_size,
+                cqn_snd: keep.cqn_snd,
+                cqn_rcv: keep.cqn_rcv,
+                dbr_addr: keep.dbr_addr,
+                rq_type: keep.rq_type,
+                page_offset: keep.page_offset,
+                state: QP_STATE_RST,
+                ..Default::default()
+            };
+            qp.state = QpHwState::Rst;
+            reply(&Qp2RstOut {}, out)
+        }
+        Opcode::Init2InitQp => {
+            let i = Init2InitQpIn::parse(input).map_err(bad_input)?;
+            need_init(st)?;
+            let m = i.opt_param_mask;
+            if m & QP_OPTPAR_COUNTER_SET_ID != 0 {
+                super::counters::check_counter_set(st, i.qpc.counter_set_id)?;
+            }
+            let qp = qp_mut(st, i.qpn)?;
+            need_state(qp, i.qpn, QpHwState::Init, "INIT2INIT_QP")?;
+            modify_optional(qp, &i.qpc, m)?;
+            reply(&Init2InitQpOut { ece: 0 }, out)
+        }
+        Opcode::Rts2RtsQp => {
+            let i = Rts2RtsQpIn::parse(input).map_err(bad_input)?;
+            need_init(st)?;
+            let m = i.opt_param_mask;
+            if m & QP_OPTPAR_COUNTER_SET_ID != 0 {
+                super::counters::check_counter_set(st, i.qpc.counter_set_id)?;
+            }
+            let qp = qp_mut(st, i.qpn)?;
+            need_state(qp, i.qpn, QpHwState::Rts, "RTS2RTS_QP")?;
+            modify_optional(qp, &i.qpc, m)?;
+            reply(&Rts2RtsQpOut { ece: 0 }, out)
         }
         Opcode::QueryQp => {
             let i = QueryQpIn::parse(input).map_err(bad_input)?;
