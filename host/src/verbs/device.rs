@@ -314,11 +314,19 @@ impl Device {
     /// packets its socket holds and runs due timers; with `wait`, blocks up to that long for a
     /// packet when none is queued. Polling a CQ does this already; call it when waiting on
     /// memory instead (the passive side of an RDMA WRITE). Returns the packets processed.
-    /// vfio provider: the NIC needs no driving; returns 0 at once.
+    /// vfio provider: the NIC needs no driving; returns 0 (after yielding the CPU when asked to
+    /// wait).
     pub fn progress(&self, wait: Option<std::time::Duration>) -> usize {
         match &self.provider {
             Provider::Soft(d) => d.progress(wait),
-            Provider::Vfio(_) => 0,
+            Provider::Vfio(_) => {
+                // Nothing to drive; a waiting caller still lets the device's threads (the
+                // model's, on a small machine) run.
+                if wait.is_some() {
+                    std::thread::yield_now();
+                }
+                0
+            }
         }
     }
 
