@@ -92,9 +92,7 @@ pub(crate) type PciParts = (Arc<VfioPciDevice>, Arc<dyn Mmio>, Arc<dyn DmaAlloca
 /// (`rdmesh doctor --probe` uses these alone).
 ///
 /// Errors: [`Error::Config`] naming the BDF and what to check.
-pub(crate) fn open_pci_parts(
-    bdf: &str,
-) -> Result<PciParts> {
+pub(crate) fn open_pci_parts(bdf: &str) -> Result<PciParts> {
     let sys = |e: rdmesh_vfio::sys::SysError| Error::Config(format!("vfio {bdf}: {e}"));
     let addr = PciAddress::parse(bdf).map_err(sys)?;
     let container = Container::open().map_err(sys)?;
