@@ -118,10 +118,23 @@ pub fn devices_of(nics: &[NicSpec]) -> Vec<NetDevice> {
             netdev: n.netdev.clone(),
             addrs: vec![n.addr.to_string()],
             ips: vec![n.addr.ip],
-            pci_path: pci_path(&n.netdev),
+            pci_path: match &n.provider {
+                // A function on vfio-pci has no netdev: its PCI device is the path NCCL
+                // places it by.
+                rdmesh_host::verbs::ProviderKind::Vfio(bdf) => {
+                    std::fs::canonicalize(format!("/sys/bus/pci/devices/{bdf}"))
+                        .ok()
+                        .map(|p| intern(&p.to_string_lossy()))
+                }
+                _ => pci_path(&n.netdev),
+            },
             guid,
             speed_mbps: speed,
-            mtu: netdev_mtu(&n.netdev),
+            mtu: match &n.provider {
+                // The port MTU is known once the function is open (PMTU); 4096 until then.
+                rdmesh_host::verbs::ProviderKind::Vfio(_) => 4096,
+                _ => netdev_mtu(&n.netdev),
+            },
         });
     }
     out

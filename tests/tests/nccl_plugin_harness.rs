@@ -93,10 +93,24 @@ fn scenario_with(
     limit_s: u64,
     rank_env: Option<&str>,
 ) -> Option<String> {
+    scenario_full(name, versions, limit_s, rank_env, &[])
+}
+
+/// [`scenario_with`] with more environment for every rank.
+fn scenario_full(
+    name: &str,
+    versions: &str,
+    limit_s: u64,
+    rank_env: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Option<String> {
     let exe = harness()?;
     let so = plugin();
     let mut cmd = Command::new(&exe);
     cmd.arg(&so).arg(name).arg(versions);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
     match rank_env {
         Some(v) if std::env::var_os("HX_RANK_ENV").is_none() => {
             cmd.env("HX_RANK_ENV", v);
@@ -199,6 +213,22 @@ fn a_send_larger_than_its_receive_is_refused() {
 #[test]
 fn three_process_ring() {
     scenario("ring", ALL, 600);
+}
+
+/// The plugin on the mlx5 device model (`RDMESH_PROVIDER=model`: every rank's NIC a
+/// model-backed device, the vfio provider's driver under the mesh): the data-moving scenarios,
+/// every byte checked.
+#[test]
+fn scenarios_on_the_device_model() {
+    for name in ["sizes", "smaller", "grouped", "inflight", "threads", "ring"] {
+        scenario_full(
+            name,
+            "12",
+            600,
+            Some(RANK_ENV),
+            &[("RDMESH_PROVIDER", "model")],
+        );
+    }
 }
 
 #[test]

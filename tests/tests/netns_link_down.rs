@@ -15,6 +15,21 @@ const T: Duration = Duration::from_secs(30);
 
 #[test]
 fn netns_link_down() {
+    link_down("netns_link_down", "linkdown", &[]);
+}
+
+/// The same with every node's NICs on the mlx5 device model (`RDMESH_PROVIDER=model`: the vfio
+/// provider's driver, the model's port on a UDP socket in the namespace).
+#[test]
+fn netns_link_down_model() {
+    link_down(
+        "netns_link_down_model",
+        "linkdownm",
+        &[("RDMESH_PROVIDER", "model")],
+    );
+}
+
+fn link_down(test: &str, fabric: &str, extra: &[(&'static str, &'static str)]) {
     if is_child() {
         child_main();
         return;
@@ -22,15 +37,16 @@ fn netns_link_down() {
     if !NetnsFabric::available() {
         return;
     }
-    let f = NetnsFabric::new("linkdown", 2);
+    let f = NetnsFabric::new(fabric, 2);
     f.link(0, "la", "10.77.0.1/24", 1, "lb", "10.77.0.2/24", 9000);
-    let env = [
+    let mut env = vec![
         ("RDMESH_IB_TIMEOUT", "14"),
         ("RDMESH_IB_RETRY_CNT", "3"),
         ("RDMESH_MESH_TIMEOUT_MS", "20000"),
     ];
-    let mut a = Endpoint::spawn(&f, 0, "netns_link_down", "a", &env);
-    let mut b = Endpoint::spawn(&f, 1, "netns_link_down", "b", &env);
+    env.extend_from_slice(extra);
+    let mut a = Endpoint::spawn(&f, 0, test, "a", &env);
+    let mut b = Endpoint::spawn(&f, 1, test, "b", &env);
     let h = b.listen("l");
     a.cmd(&format!("connect c {h}"));
     b.cmd("accept c l");

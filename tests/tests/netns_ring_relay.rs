@@ -16,6 +16,21 @@ const T: Duration = Duration::from_secs(60);
 
 #[test]
 fn netns_ring_relay() {
+    ring_relay("netns_ring_relay", "ring", &[]);
+}
+
+/// The same with every node's NICs on the mlx5 device model (`RDMESH_PROVIDER=model`: the vfio
+/// provider's driver, the model's port on a UDP socket in the namespace).
+#[test]
+fn netns_ring_relay_model() {
+    ring_relay(
+        "netns_ring_relay_model",
+        "ringm",
+        &[("RDMESH_PROVIDER", "model")],
+    );
+}
+
+fn ring_relay(test: &str, fabric: &str, extra: &[(&'static str, &'static str)]) {
     if is_child() {
         child_main();
         return;
@@ -23,7 +38,7 @@ fn netns_ring_relay() {
     if !NetnsFabric::available() {
         return;
     }
-    let f = NetnsFabric::new("ring", 4);
+    let f = NetnsFabric::new(fabric, 4);
     for i in 0..4 {
         let j = (i + 1) % 4;
         let net = 110 + i;
@@ -37,9 +52,10 @@ fn netns_ring_relay() {
             9000,
         );
     }
-    let env = [("RDMESH_MESH_TIMEOUT_MS", "30000")];
+    let mut env = vec![("RDMESH_MESH_TIMEOUT_MS", "30000")];
+    env.extend_from_slice(extra);
     let mut ep: Vec<Endpoint> = (0..4)
-        .map(|i| Endpoint::spawn(&f, i, "netns_ring_relay", &format!("n{i}"), &env))
+        .map(|i| Endpoint::spawn(&f, i, test, &format!("n{i}"), &env))
         .collect();
     // handle[x][y]: x's listener for connections from y.
     let handle: Vec<Vec<String>> = (0..4)

@@ -17,6 +17,21 @@ const MIB: u64 = 1 << 20;
 
 #[test]
 fn netns_spark_pair() {
+    spark_pair("netns_spark_pair", "spark", &[]);
+}
+
+/// The same with every node's NICs on the mlx5 device model (`RDMESH_PROVIDER=model`: the vfio
+/// provider's driver, the model's port on a UDP socket in the namespace).
+#[test]
+fn netns_spark_pair_model() {
+    spark_pair(
+        "netns_spark_pair_model",
+        "sparkm",
+        &[("RDMESH_PROVIDER", "model")],
+    );
+}
+
+fn spark_pair(test: &str, fabric: &str, extra: &[(&'static str, &'static str)]) {
     if is_child() {
         child_main();
         return;
@@ -24,15 +39,16 @@ fn netns_spark_pair() {
     if !NetnsFabric::available() {
         return;
     }
-    let f = NetnsFabric::new("spark", 2);
+    let f = NetnsFabric::new(fabric, 2);
     f.link(0, "sa0", "10.10.1.11/24", 1, "sb0", "10.10.1.12/24", 9000);
     f.link(0, "sa1", "10.10.2.11/24", 1, "sb1", "10.10.2.12/24", 9000);
-    let env = [
+    let mut env = vec![
         ("RDMESH_RAIL_GBPS", "sa0=30,sb0=30,sa1=10,sb1=10"),
         ("RDMESH_MESH_TIMEOUT_MS", "30000"),
     ];
-    let mut a = Endpoint::spawn(&f, 0, "netns_spark_pair", "a", &env);
-    let mut b = Endpoint::spawn(&f, 1, "netns_spark_pair", "b", &env);
+    env.extend_from_slice(extra);
+    let mut a = Endpoint::spawn(&f, 0, test, "a", &env);
+    let mut b = Endpoint::spawn(&f, 1, test, "b", &env);
     let h = b.listen("l");
     a.cmd(&format!("connect c {h}"));
     b.cmd("accept c l");

@@ -30,6 +30,21 @@ fn iface(x: usize, y: usize) -> (String, String) {
 
 #[test]
 fn netns_triangle() {
+    triangle("netns_triangle", "tri", &[]);
+}
+
+/// The same with every node's NICs on the mlx5 device model (`RDMESH_PROVIDER=model`: the vfio
+/// provider's driver, the model's port on a UDP socket in the namespace).
+#[test]
+fn netns_triangle_model() {
+    triangle(
+        "netns_triangle_model",
+        "trim",
+        &[("RDMESH_PROVIDER", "model")],
+    );
+}
+
+fn triangle(test: &str, fabric: &str, extra: &[(&'static str, &'static str)]) {
     if is_child() {
         child_main();
         return;
@@ -37,7 +52,7 @@ fn netns_triangle() {
     if !NetnsFabric::available() {
         return;
     }
-    let f = NetnsFabric::new("tri", 3);
+    let f = NetnsFabric::new(fabric, 3);
     for (x, y) in [(0, 1), (1, 2), (0, 2)] {
         let (ix, ax) = iface(x, y);
         let (iy, ay) = iface(y, x);
@@ -51,9 +66,10 @@ fn netns_triangle() {
             9000,
         );
     }
-    let env = [("RDMESH_MESH_TIMEOUT_MS", "30000")];
+    let mut env = vec![("RDMESH_MESH_TIMEOUT_MS", "30000")];
+    env.extend_from_slice(extra);
     let mut ep: Vec<Endpoint> = (0..3)
-        .map(|i| Endpoint::spawn(&f, i, "netns_triangle", NAMES[i], &env))
+        .map(|i| Endpoint::spawn(&f, i, test, NAMES[i], &env))
         .collect();
     // handle[x][y]: x's listener for connections from y.
     let mut handle = vec![vec![String::new(); 3]; 3];

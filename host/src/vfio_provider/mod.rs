@@ -9,8 +9,14 @@
 //!   the region out, runs the closure on the copy and copies it back). Addresses in SGEs and
 //!   remote addresses are the region's IOVA ([`crate::verbs::MemoryRegion::addr`]).
 //! - The GID table is programmed by the provider (entry 0 = the configured address); a peer's
-//!   MAC comes from [`crate::verbs::Device::set_neighbor`] (there is no kernel ARP under VFIO).
-//! - Completions are read from the device's CQ when polled.
+//!   MAC comes from [`crate::verbs::Device::set_neighbor`] (there is no kernel ARP under VFIO;
+//!   rdmesh's own exchanges carry it, see docs/vfio.md).
+//! - Completions are read from the device's CQ when polled; a dead device completes every
+//!   outstanding work request with a flush error.
+//! - Counters are the device's own ([`crate::verbs::Device::hw_counters`],
+//!   [`crate::verbs::QueuePair::hw_counters`]), published for `rdmesh stats` (`stats.rs`).
+//! - [`crate::verbs::Device::open_model`] puts the mlx5 device model behind the same driver,
+//!   its port on a UDP socket (`udp_port.rs`): `--provider model`.
 //!
 //! All `unsafe` stays in `rdmesh-vfio`; this module is safe code.
 
