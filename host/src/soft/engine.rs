@@ -1022,19 +1022,23 @@ impl SoftDevice {
         if !self.urgent_acks.swap(false, Ordering::Relaxed) {
             return;
         }
-        let qps: Vec<Arc<QpShared>> = self
-            .qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for qp in qps {
+        for qp in self.qp_list() {
             let mut core = qp.lock();
             if core.ack_hold.urgent() {
                 self.flush_with(&qp, &mut core, true);
             }
         }
+    }
+
+    /// The device's QPs, taken out of the table so that no lock on it is held while each QP's
+    /// own lock is.
+    fn qp_list(&self) -> Vec<Arc<QpShared>> {
+        self.qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     fn try_rx_burst(&self) -> usize {
@@ -1192,13 +1196,7 @@ impl SoftDevice {
             impair: self.impair_counters(),
             ..self.counters.snapshot()
         };
-        let mut qps: Vec<Arc<QpShared>> = self
-            .qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut qps = self.qp_list();
         qps.sort_by_key(|q| q.qpn);
         let qps: Vec<stats::QpSnapshot> = qps
             .iter()
@@ -1241,14 +1239,7 @@ impl SoftDevice {
     fn run_timers(&self) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
         let mut next_ack: Option<u64> = None;
-        let qps: Vec<Arc<QpShared>> = self
-            .qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for qp in qps {
+        for qp in self.qp_list() {
             let mut core = qp.lock();
             let now = self.now();
             let due = core
