@@ -71,6 +71,13 @@ const MAX_PREFIX: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
 /// `update` for the headers keeps the small-input overhead of the CRC to a single call.
 #[inline]
 fn crc_masked(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> u32 {
+    crc_masked_parts(ip_header, udp_header, ib, &[])
+}
+
+/// [`crc_masked`] over `ib` followed by the bytes of `rest` (the ICRC input is their
+/// concatenation); only `ib` is masked, so it must hold the whole BTH.
+#[inline]
+fn crc_masked_parts(ip_header: &[u8], udp_header: &[u8], ib: &[u8], rest: &[&[u8]]) -> u32 {
     let mut m = [0u8; MAX_PREFIX];
     let ipl = ip_header.len();
     m[..ipl].copy_from_slice(ip_header);
@@ -98,6 +105,9 @@ fn crc_masked(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> u32 {
     let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
     h.update(&m[..b + n]);
     h.update(&ib[n..]);
+    for part in rest {
+        h.update(part);
+    }
     h.finalize()
 }
 
@@ -320,7 +330,46 @@ impl IcrcContext {
             return Err(Error::BadLength);
         }
         let mut ip = [0u8; ipv6::HEADER_LEN];
-        let ipl = match self.ip {
+        let ipl = self.emit_ip(udp_len, &mut ip);
+        let mut u = [0u8; udp::HEADER_LEN];
+        UdpRepr {
+            payload_len: (udp_len - udp::HEADER_LEN) as u16,
+            ..self.udp
+        }
+        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
+        Ok(crc_masked(&ip[..ipl], &u, ib))
+    }
+
+    /// [`compute`](Self::compute) for an `ib` given in pieces: `head` (BTH and the extended
+    /// headers, at least the 12-byte BTH) followed by the bytes of `rest` (payload and pad), as
+    /// a gathering send puts them on the wire. The result equals `compute` of the concatenation.
+    ///
+    /// # Errors
+    /// As [`compute`](Self::compute); [`Error::Truncated`] when `head` is shorter than a BTH.
+    pub fn compute_parts(&self, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
+        if head.len() < bth::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        let udp_len = udp::HEADER_LEN + ib_len + ICRC_LEN;
+        if udp_len > self.ip.max_payload_len() {
+            return Err(Error::BadLength);
+        }
+        let mut ip = [0u8; ipv6::HEADER_LEN];
+        let ipl = self.emit_ip(udp_len, &mut ip);
+        let mut u = [0u8; udp::HEADER_LEN];
+        UdpRepr {
+            payload_len: (udp_len - udp::HEADER_LEN) as u16,
+            ..self.udp
+        }
+        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
+        Ok(crc_masked_parts(&ip[..ipl], &u, head, rest))
+    }
+
+    /// Writes the IP header of a datagram with `udp_len` bytes of UDP into `ip`; returns its
+    /// length (20 or 40 bytes).
+    fn emit_ip(&self, udp_len: usize, ip: &mut [u8; ipv6::HEADER_LEN]) -> usize {
+        match self.ip {
             IpRepr::V4(r) => {
                 let r = Ipv4Repr {
                     payload_len: udp_len as u16,
@@ -337,14 +386,7 @@ impl IcrcContext {
                 r.emit(&mut ipv6::Packet::new_unchecked(&mut ip[..]));
                 ipv6::HEADER_LEN
             }
-        };
-        let mut u = [0u8; udp::HEADER_LEN];
-        UdpRepr {
-            payload_len: (udp_len - udp::HEADER_LEN) as u16,
-            ..self.udp
         }
-        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
-        Ok(crc_masked(&ip[..ipl], &u, ib))
     }
 
     /// Checks the trailing ICRC of a UDP payload (`BTH .. pad ‖ ICRC`). Returns `false` when the
@@ -382,6 +424,41 @@ impl IcrcContext {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn compute_parts_equals_compute_of_the_concatenation() {
+        let ctx = IcrcContext::for_udp_socket_v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            49152,
+            4791,
+        );
+        let mut ib = [0u8; 12 + 16 + 300];
+        for (i, b) in ib.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        let whole = ctx.compute(&ib).unwrap();
+        for split in [12, 28, 100, ib.len()] {
+            let (head, tail) = ib.split_at(split);
+            let (a, b) = tail.split_at(tail.len() / 3);
+            assert_eq!(
+                ctx.compute_parts(head, &[a, b]).unwrap(),
+                whole,
+                "split at {split}"
+            );
+        }
+        // The BTH's masked byte must be in the head.
+        assert_eq!(
+            ctx.compute_parts(&ib[..11], &[&ib[11..]]),
+            Err(Error::Truncated)
+        );
+        let mut other = ib;
+        other[200] ^= 1;
+        assert_ne!(
+            ctx.compute_parts(&other[..28], &[&other[28..]]).unwrap(),
+            whole
+        );
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let mut v = Vec::new();

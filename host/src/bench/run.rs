@@ -63,6 +63,11 @@ pub struct BenchOptions {
     pub lat: bool,
     /// Check every received byte against the pattern.
     pub verify: bool,
+    /// Without `verify`: bytes of buffer the messages cycle through on each end (perftest's
+    /// `--cycle_buffer`, default 4096): a message at least this long reuses one buffer of its
+    /// own size, as perftest's and iperf3's do. With `verify` every message in flight has its
+    /// own slot.
+    pub cycle_buffer: u64,
     /// Write every packet to this pcap file.
     pub pcap: Option<std::path::PathBuf>,
     /// Run both ends in this process over loopback.
@@ -129,14 +134,14 @@ fn slots_for(opts: &BenchOptions, max_size: u64) -> u32 {
     } else {
         opts.iters.max(1)
     };
-    by_mem
-        .min(by_iters)
-        .min(if opts.verify {
-            u64::MAX
-        } else {
-            u64::from(TX_DEPTH)
-        })
-        .max(1) as u32
+    // perftest's BUFF_SIZE(size, cycle_buffer): messages shorter than the cycle buffer take
+    // turns in it; longer ones all use one buffer of their own size.
+    let by_cycle = if opts.verify {
+        u64::MAX
+    } else {
+        (opts.cycle_buffer / max_size.max(1)).clamp(1, u64::from(TX_DEPTH))
+    };
+    by_mem.min(by_iters).min(by_cycle).max(1) as u32
 }
 
 /// Runs the benchmark as `opts` says: server, client, or both in one process.
@@ -678,7 +683,13 @@ fn client_bw(
     stride: u64,
     slots: u32,
 ) -> Result<(Vec<Duration>, Vec<Duration>, u64)> {
-    let depth = u64::from(TX_DEPTH.min(slots));
+    // With --verify a slot is not reused while a message on it is in flight; otherwise the
+    // messages share the cycle buffer, as perftest's do.
+    let depth = u64::from(if opts.verify {
+        TX_DEPTH.min(slots)
+    } else {
+        TX_DEPTH
+    });
     let iters = opts.iters;
     let deadline = opts.duration;
     let mut times = Vec::with_capacity(iters.min(1 << 24) as usize);
@@ -794,7 +805,11 @@ fn server_send_bw(
     ch: &mut Channel,
     timeout: Duration,
 ) -> Result<u64> {
-    let depth = u64::from(RX_DEPTH.min(slots.max(1)));
+    let depth = u64::from(if verify {
+        RX_DEPTH.min(slots.max(1))
+    } else {
+        RX_DEPTH
+    });
     let slots = u64::from(slots);
     let recv = |i: u64| RecvWr {
         wr_id: i,

@@ -167,6 +167,11 @@ pub struct BenchArgs {
     /// Check every transferred byte against a pattern; a mismatch is an error exit.
     #[arg(long)]
     pub verify: bool,
+    /// Bandwidth tests without --verify: bytes of buffer the messages cycle through on each end
+    /// (perftest's --cycle_buffer); a longer message reuses one buffer of its own size. With
+    /// --verify every message in flight has its own slot.
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    pub cycle_buffer: u64,
     /// Write every packet this process sends and receives to a pcap file.
     #[arg(long)]
     pub pcap: Option<PathBuf>,
@@ -367,6 +372,7 @@ impl BenchArgs {
             report_gbits: self.report_gbits,
             lat: self.lat,
             verify: self.verify,
+            cycle_buffer: self.cycle_buffer.max(1),
             pcap: self.pcap.clone(),
             loopback: self.loopback,
             udp_port: self.udp_port,

@@ -21,6 +21,7 @@ use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::soft::tx_batch::{
     coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch, ACK_DELAY_NS,
 };
+use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
 use crate::verbs::pd::{PdInner, PdMemory};
@@ -211,6 +212,8 @@ struct QpCore {
     ack_hold: AckHold,
     /// BTH opcode of the last request received (whether its ACK may be held).
     last_req_opcode: u8,
+    /// Payload of the packets in `txbuf` that stays in its region until the send.
+    spans: Vec<Span>,
 }
 
 impl QpShared {
@@ -419,6 +422,7 @@ impl SoftDevice {
                 rtr: None,
                 recovery: Recovery::GoBackN,
                 txbuf: Vec::new(),
+                spans: Vec::new(),
                 ack_hold: AckHold::default(),
                 last_req_opcode: 0,
             }),
@@ -608,6 +612,7 @@ impl SoftDevice {
             txbuf,
             ack_hold,
             last_req_opcode,
+            spans,
             ..
         } = core;
         let (Some(rc), Some(remote)) = (rc.as_mut(), *remote) else {
@@ -617,49 +622,70 @@ impl SoftDevice {
             txbuf.resize(udp_io::MAX_GSO_BYTES + MAX_PACKET, 0);
         }
         let ctx = headers::context(self.local, remote);
-        let max_segments = if self.gso.load(Ordering::Relaxed) {
-            udp_io::MAX_GSO_SEGMENTS
-        } else {
-            1
-        };
+        let gso = self.gso.load(Ordering::Relaxed);
+        let max_segments = if gso { udp_io::MAX_GSO_SEGMENTS } else { 1 };
+        // Payload sent straight from the region (module `tx_spans`) where the packets need not
+        // be whole in the buffer: no impairment layer, capture or test fault between.
+        let gather = gso
+            && self.impair.is_none()
+            && self.capture.is_none()
+            && self.corrupt_tx_icrc.is_none();
         // ACKs of WRITEs wait for the coalescing bounds; others ("urgent") only until this QP
         // sends anything else or the driving thread blocks.
         let urgent = !coalesces_acks_of(*last_req_opcode);
         let mut batch = TxBatch::new(max_segments);
-        let mut mem = PdMemory(&qp.pd);
         let mut data_sent = false;
         // One clock read per flush: a packet's timestamps (retransmit timer, pacer) may lag by
         // the microseconds the flush takes, which only delays them.
         let now = self.now();
         let mut ack_buf = [0u8; 32];
-        // Sends `$buf` holding `$batch`, after the urgent ACK held, if any, in one syscall.
+        // Sends `$buf` holding `$batch`, after the urgent ACK held, if any, in one syscall;
+        // gathers the payload from its region when it can, copies it in otherwise.
         macro_rules! send_data {
-            ($buf:expr, $batch:expr) => {
-                match ack_hold
+            ($buf:expr, $batch:expr) => {{
+                let urgent_ack = ack_hold
                     .urgent()
                     .then(|| ack_hold.take(&mut ack_buf))
-                    .flatten()
-                {
-                    Some(n) => self.send_ack_then_batch(
-                        qp,
-                        &mut ack_buf[..n + 4],
-                        $buf,
-                        $batch,
-                        &ctx,
-                        remote,
-                    ),
-                    None => self.send_batch(qp, $buf, $batch, &ctx, remote),
+                    .flatten();
+                let buf: &mut [u8] = $buf;
+                let gathered = urgent_ack.is_none()
+                    && !spans.is_empty()
+                    && $batch.count > 1
+                    && self.send_gathered(qp, buf, $batch, spans, &ctx, remote);
+                if !gathered {
+                    tx_spans::materialize(buf, spans);
+                    match urgent_ack {
+                        Some(n) => self.send_ack_then_batch(
+                            qp,
+                            &mut ack_buf[..n + 4],
+                            buf,
+                            $batch,
+                            &ctx,
+                            remote,
+                        ),
+                        None => self.send_batch(qp, buf, $batch, &ctx, remote),
+                    }
                 }
-            };
+            }};
         }
         loop {
             if !batch.has_room(MAX_PACKET) {
                 send_data!(&mut txbuf[..batch.used], &batch);
+                spans.clear();
                 batch.clear();
             }
             let at = batch.used;
-            let Some(n) = rc.poll_transmit(now, &mut mem, &mut txbuf[at..at + MAX_PACKET - 4])
-            else {
+            let n = if gather {
+                let mut mem = SpanMemory::new(&qp.pd, txbuf, spans);
+                rc.poll_transmit(now, &mut mem, &mut txbuf[at..at + MAX_PACKET - 4])
+            } else {
+                rc.poll_transmit(
+                    now,
+                    &mut PdMemory(&qp.pd),
+                    &mut txbuf[at..at + MAX_PACKET - 4],
+                )
+            };
+            let Some(n) = n else {
                 break;
             };
             if let Some(psn) = plain_ack_psn(&txbuf[at..at + n]) {
@@ -675,6 +701,7 @@ impl SoftDevice {
             if batch.push(n + 4) == Push::SendFirst {
                 send_data!(&mut txbuf[..at], &batch);
                 txbuf.copy_within(at..at + n + 4, 0);
+                tx_spans::shift(spans, at);
                 batch.restart(n + 4);
             }
         }
@@ -689,6 +716,7 @@ impl SoftDevice {
                 }
             }
             send_data!(&mut txbuf[..batch.used], &batch);
+            spans.clear();
         }
         if ack_hold.due(now.0) || (ack_hold.urgent() && (data_sent || release_urgent)) {
             if let Some(n) = ack_hold.take(&mut txbuf[..]) {
@@ -718,6 +746,55 @@ impl SoftDevice {
             self.ack_deadline.fetch_min(d, Ordering::Relaxed);
         }
         qp.drain_completions(core);
+    }
+
+    /// Seals and sends the packets of `batch` in `buf` whose payload `spans` hold in one
+    /// region, in one GSO `sendmsg` gathering header bytes from `buf` and payload from the
+    /// region (module `tx_spans`). `false` when it did not send (spans in several regions, a
+    /// packet that cannot be sealed, a send error): the caller copies the payload in and sends
+    /// the usual way.
+    fn send_gathered(
+        &self,
+        qp: &QpShared,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        spans: &[Span],
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) -> bool {
+        let Some(mr) = tx_spans::single_region(spans) else {
+            return false;
+        };
+        let region = mr.lock();
+        for (i, (off, len)) in batch.packets().enumerate() {
+            match tx_spans::icrc_of(&with_ident(ctx, i as u16), buf, off, len, spans, &region) {
+                Ok(crc) => {
+                    buf[off + len - 4..off + len]
+                        .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc));
+                }
+                Err(e) => {
+                    tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+                    return false;
+                }
+            }
+        }
+        self.tx_sequence
+            .fetch_add(batch.count as u64, Ordering::Relaxed);
+        let sent = tx_spans::with_iovecs(buf, batch.used, spans, &region, |iov| {
+            udp_io::send_vectored(&self.socket, iov, batch.seg, remote)
+        });
+        match sent {
+            Ok(()) => {
+                self.counters
+                    .tx_packets
+                    .fetch_add(batch.count as u64, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                tracing::debug!(%remote, error = %e, "gathering GSO send failed; copying the payload and sending again");
+                false
+            }
+        }
     }
 
     /// Seals the packets of `batch` (segment `i` with IPv4 ID `i`, the ID the kernel writes)
@@ -923,14 +1000,14 @@ impl SoftDevice {
         hint: u16,
         solver: &mut IdentSolver,
         now: Instant,
-    ) {
+    ) -> Option<Arc<QpShared>> {
         bump(&self.counters.rx_packets);
         let Some(ident) = solver.verify(&headers::context(src, self.local), pkt, hint) else {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
-            return;
+            return None;
         };
-        self.deliver(pkt, src, ecn, ident, now);
+        self.deliver(pkt, src, ecn, ident, now, true)
     }
 
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
@@ -958,9 +1035,25 @@ impl SoftDevice {
             };
             let RxState { buf, ident } = st;
             let now = self.now();
+            // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
+            // responses, completions), not once per packet.
+            let mut unflushed: Option<Arc<QpShared>> = None;
             for (k, (off, len)) in r.datagrams().enumerate() {
-                self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
+                let qp = self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
                 packets += 1;
+                if let Some(qp) = qp {
+                    match &unflushed {
+                        Some(u) if Arc::ptr_eq(u, &qp) => {}
+                        _ => {
+                            if let Some(u) = unflushed.replace(qp) {
+                                self.flush(&u, &mut u.lock());
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(u) = unflushed {
+                self.flush(&u, &mut u.lock());
             }
         }
         packets
@@ -1123,11 +1216,27 @@ impl SoftDevice {
             return;
         }
         let ident = u16::from_be_bytes([d.ip_header[4], d.ip_header[5]]);
-        self.deliver(d.payload, d.src, d.ip_header[1] & 0b11, ident, self.now());
+        self.deliver(
+            d.payload,
+            d.src,
+            d.ip_header[1] & 0b11,
+            ident,
+            self.now(),
+            false,
+        );
     }
 
-    /// Hands a packet whose ICRC checked out to its QP.
-    fn deliver(&self, pkt: &[u8], src: SocketAddr, ecn: u8, ident: u16, now: Instant) {
+    /// Hands a packet whose ICRC checked out to its QP, then flushes the QP — or, with
+    /// `defer_flush`, returns the QP for the caller to flush after more packets.
+    fn deliver(
+        &self,
+        pkt: &[u8],
+        src: SocketAddr,
+        ecn: u8,
+        ident: u16,
+        now: Instant,
+        defer_flush: bool,
+    ) -> Option<Arc<QpShared>> {
         if self.capture_received {
             if let Some(cap) = &self.capture {
                 cap.record(src, self.local, self.tos, ident, pkt);
@@ -1138,7 +1247,7 @@ impl SoftDevice {
             Err(e) => {
                 bump(&self.counters.malformed);
                 tracing::debug!(%src, error = %e, "malformed RoCE packet dropped");
-                return;
+                return None;
             }
         };
         let hdr = parsed.transport;
@@ -1154,7 +1263,7 @@ impl SoftDevice {
             .cloned();
         let Some(qp) = qp else {
             bump(&self.counters.unknown_qp);
-            return;
+            return None;
         };
         let mut core = qp.lock();
         // CNPs may come from any source port (NICs send them from port 0 or a hashed one).
@@ -1163,7 +1272,7 @@ impl SoftDevice {
             .is_some_and(|r| is_from_peer(r, src) || (is_cnp && r.ip() == src.ip()));
         if !from_peer {
             bump(&self.counters.wrong_source);
-            return;
+            return None;
         }
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
         let ecn = match &self.impair {
@@ -1185,7 +1294,11 @@ impl SoftDevice {
         if hdr.bth.opcode.is_request() {
             core.last_req_opcode = u8::from(hdr.bth.opcode);
         }
+        if defer_flush {
+            return Some(qp.clone());
+        }
         self.flush(&qp, &mut core);
+        None
     }
 
     /// Writes the counter snapshot `rdmesh stats` reads (device first, then each QP, so a

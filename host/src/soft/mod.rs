@@ -48,6 +48,7 @@ pub mod path_mtu;
 pub(crate) mod raw_rx;
 pub mod stats;
 mod tx_batch;
+mod tx_spans;
 pub(crate) mod udp_io;
 
 pub(crate) use engine::SoftDevice;

@@ -150,6 +150,26 @@ pub(crate) fn send(
     Ok(())
 }
 
+/// [`send`] with the bytes gathered from `iov` (headers from one buffer, payload from a memory
+/// region): the kernel cuts the concatenation into `segment`-byte datagrams whatever the iovec
+/// boundaries. At most `IOV_MAX` (1024) iovecs.
+///
+/// Errors: as [`send`].
+pub(crate) fn send_vectored(
+    sock: &UdpSocket,
+    iov: &[IoSlice<'_>],
+    segment: usize,
+    dst: SocketAddr,
+) -> io::Result<()> {
+    let total: usize = iov.iter().map(|s| s.len()).sum();
+    let seg = segment as u16;
+    let gso = [ControlMessage::UdpGsoSegments(&seg)];
+    let cmsg: &[ControlMessage] = if total > segment { &gso } else { &[] };
+    let addr = SockaddrStorage::from(dst);
+    sendmsg(sock.as_raw_fd(), iov, cmsg, MsgFlags::empty(), Some(&addr))?;
+    Ok(())
+}
+
 /// Sends the datagram `first` and then `buf` (as [`send`] does) to `dst` in one `sendmmsg`, so
 /// that a peer sharing this CPU is woken once for both: an ACK and the reply that follows it.
 ///

@@ -135,7 +135,11 @@ impl ProtectionDomain {
 pub(crate) struct PdMemory<'a>(pub(crate) &'a PdInner);
 
 impl PdMemory<'_> {
-    fn resolve(
+    /// The region `key` names and the offset of `va` in it, when `[va, va + len)` lies inside
+    /// it and it grants `kind`.
+    ///
+    /// Errors: [`MemError::InvalidKey`], [`MemError::AccessDenied`], [`MemError::OutOfBounds`].
+    pub(crate) fn resolve(
         &self,
         key: u32,
         va: u64,
