@@ -154,7 +154,9 @@ fn run_case(mode: &str, case: &Case, recovery: &str) -> Duration {
     for (role, q, d) in [("client", &cq, &cd), ("server", &sq, &sd)] {
         let produced = g(q, "tx_packets") + g(d, "impair.duplicated");
         let accounted = g(d, "tx_packets") + g(d, "impair.dropped") + g(d, "acks_coalesced");
-        let slack = if case.holds { 64 } else { 0 };
+        // A delay/reorder queue may still hold up to a window of packets (128 PSNs, the
+        // requester's limit) and their ACKs when the counters are printed.
+        let slack = if case.holds { 160 } else { 0 };
         assert!(
             accounted <= produced && produced - accounted <= slack,
             "{what}: {role}: QP produced {} (+{} duplicates) but the device sent {} and dropped {}",
@@ -170,7 +172,7 @@ fn run_case(mode: &str, case: &Case, recovery: &str) -> Duration {
     // Nothing arrives that the peer did not send. Each end prints its counters when it is
     // done, so a packet the reorder layer still held then may be sent (and arrive) later:
     // the same slack as above.
-    let slack = if case.holds { 64 } else { 0 };
+    let slack = if case.holds { 160 } else { 0 };
     assert!(
         g(&sd, "rx_packets") <= g(&cd, "tx_packets") + slack,
         "{what}"
@@ -199,7 +201,7 @@ fn run_case(mode: &str, case: &Case, recovery: &str) -> Duration {
     for (rx, tx, dir) in [(&sd, &cd, "client->server"), (&cd, &sd, "server->client")] {
         let (icrc, corrupted) = (g(rx, "icrc_errors"), g(tx, "impair.corrupted"));
         assert!(
-            icrc <= corrupted && corrupted - icrc <= 2,
+            icrc <= corrupted && corrupted - icrc <= if case.holds { 8 } else { 2 },
             "{what}: {dir}: {corrupted} packets corrupted but {icrc} ICRC errors counted"
         );
     }

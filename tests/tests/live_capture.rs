@@ -67,7 +67,15 @@ fn live_capture_icrc_verifies_independently() {
     ] {
         let server = fabric
             .command(0, &rdmesh_bin())
-            .args(["bench", mode, "-p", &port, "--bind", server_ip])
+            .args([
+                "bench",
+                mode,
+                "-p",
+                &port,
+                "--bind",
+                server_ip,
+                "--counters",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -94,7 +102,17 @@ fn live_capture_icrc_verifies_independently() {
         for line in out.lines().filter(|l| l.contains("icrc_errors=")) {
             assert!(line.contains("icrc_errors=0"), "{mode} {size}: {line}");
         }
-        assert_ok(&wait_bounded(server, Duration::from_secs(30)), mode);
+        let served = assert_ok(&wait_bounded(server, Duration::from_secs(30)), mode);
+        if (mode, size) == ("write", "64K") {
+            // WRITE MIDDLE/LAST payload went straight into the region (`soft::rx_place`), and
+            // the server verified every byte.
+            let placed = served
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("rx_placed="))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            assert!(placed > 0, "no WRITE payload placed directly: {served}");
+        }
     }
     std::thread::sleep(Duration::from_millis(500));
     let _ = std::process::Command::new("kill")

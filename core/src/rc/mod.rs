@@ -49,7 +49,7 @@ pub use packet::max_packet_len;
 pub use qp::RcQp;
 pub use recovery::{bdp_packets, Recovery, SR_WINDOW};
 pub use requester::{MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS};
-pub use responder::MAX_RD_ATOMIC;
+pub use responder::{WriteCursor, MAX_RD_ATOMIC};
 pub use timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 pub use wqe::{PostError, RecvWqe, SendOpcode, SendWqe, Sge, MAX_MESSAGE_LEN, MAX_SGE};
 

@@ -9,7 +9,7 @@ use super::memory::MemoryAccess;
 use super::packet::{max_packet_len, Path};
 use super::recovery::Recovery;
 use super::requester::Requester;
-use super::responder::{FatalNak, Responder};
+use super::responder::{FatalNak, Responder, WriteCursor};
 use super::timer::{earliest, Instant};
 use super::wqe::{PostError, RecvWqe, SendWqe};
 use super::Fatal;
@@ -179,6 +179,14 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// The PSN the responder expects next (ePSN).
     pub fn rq_psn(&self) -> Psn {
         self.resp.epsn()
+    }
+
+    /// The RDMA WRITE the responder is in the middle of, when the next in-sequence request
+    /// would continue it (see [`WriteCursor`]); `None` otherwise. A request that arrives with
+    /// `psn` = [`WriteCursor::psn`], opcode WRITE MIDDLE or LAST and `n` payload bytes (`n`
+    /// < `remaining` for MIDDLE, `n` = `remaining` for LAST) is written at `va`.
+    pub fn write_cursor(&self) -> Option<WriteCursor> {
+        self.resp.write_cursor()
     }
 
     /// The responder's message sequence number (24 bits): messages completed.

@@ -150,6 +150,22 @@ enum Message {
     },
 }
 
+/// The RDMA WRITE a responder is in the middle of (after its FIRST packet): where the payload
+/// of the next in-sequence request goes if that request continues it. A host that receives
+/// into memory directly places WRITE MIDDLE/LAST payload here before handing the packets in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct WriteCursor {
+    /// The PSN expected next (ePSN).
+    pub psn: Psn,
+    /// R_Key of the WRITE (from its RETH; access already checked for the whole message).
+    pub rkey: u32,
+    /// Virtual address of the next payload byte.
+    pub va: u64,
+    /// Payload bytes of the message still to come.
+    pub remaining: u32,
+}
+
 /// Responder state of one QP.
 #[derive(Debug)]
 pub(crate) struct Responder<const RQ: usize> {
@@ -190,6 +206,29 @@ pub(crate) struct Responder<const RQ: usize> {
 type Exec = Result<(), FatalNak>;
 
 impl<const RQ: usize> Responder<RQ> {
+    /// The WRITE in progress, when the next in-sequence packet would continue it: `None`
+    /// between messages, after a NAK, and while selective repeat holds packets past ePSN
+    /// (their bytes may already be placed further on).
+    pub(crate) fn write_cursor(&self) -> Option<WriteCursor> {
+        if self.nak_sent || self.held.bits() != 0 {
+            return None;
+        }
+        match self.msg {
+            Message::Write {
+                va,
+                rkey,
+                remaining,
+                ..
+            } => Some(WriteCursor {
+                psn: self.epsn,
+                rkey,
+                va,
+                remaining,
+            }),
+            _ => None,
+        }
+    }
+
     pub(crate) fn new(
         local_qpn: u32,
         mtu: Mtu,

@@ -1,6 +1,5 @@
 //! The soft provider's device: UDP socket, QP table, progress thread, transmit and receive paths.
 
-use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -18,12 +17,14 @@ use crate::error::{Error, Result};
 use crate::soft::ident::{with_ident, IdentSolver};
 use crate::soft::impair::{ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
+use crate::soft::rx_place::{self, Placed, PlacedMemory};
 use crate::soft::tx_batch::{
     coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch, ACK_DELAY_NS,
 };
 use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
+use crate::verbs::key_map::KeyMap;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
 use crate::verbs::{AccessFlags, DeviceInfo, QpAttr, QpCap, QpState, SoftConfig};
@@ -82,6 +83,9 @@ pub struct DeviceCounters {
     /// Plain ACKs of WRITEs superseded by a later cumulative ACK before they were sent (ACK
     /// coalescing, see `soft::tx_batch`): the QP produced them, the wire never carried them.
     pub acks_coalesced: u64,
+    /// Received RDMA WRITE packets whose payload the socket scattered straight into the
+    /// memory region (module `rx_place`): the kernel's copy was the only one.
+    pub rx_placed: u64,
     /// What the impairment layer did (`SoftConfig::impair`; all zero without one).
     pub impair: ImpairCounters,
 }
@@ -98,6 +102,7 @@ pub(crate) struct Counters {
     tx_errors: AtomicU64,
     tx_icrc_corrupted: AtomicU64,
     acks_coalesced: AtomicU64,
+    rx_placed: AtomicU64,
 }
 
 impl Counters {
@@ -114,6 +119,7 @@ impl Counters {
             tx_errors: l(&self.tx_errors),
             tx_icrc_corrupted: l(&self.tx_icrc_corrupted),
             acks_coalesced: l(&self.acks_coalesced),
+            rx_placed: l(&self.rx_placed),
             impair: ImpairCounters::default(),
         }
     }
@@ -129,7 +135,7 @@ pub(crate) struct SoftDevice {
     pub(crate) info: DeviceInfo,
     pub(crate) local: SocketAddr,
     socket: UdpSocket,
-    qps: RwLock<HashMap<u32, Arc<QpShared>>>,
+    qps: RwLock<KeyMap<Arc<QpShared>>>,
     capture: Option<Arc<Capture>>,
     capture_received: bool,
     pub(crate) counters: Counters,
@@ -174,6 +180,47 @@ pub(crate) struct SoftDevice {
 struct RxState {
     buf: Vec<u8>,
     ident: IdentSolver,
+    /// The QP whose responder was in the middle of a WRITE after the last batch.
+    place_qpn: Option<u32>,
+    /// Segments of a scattered receive.
+    segs: Vec<rx_place::Segment>,
+}
+
+/// What [`SoftDevice::rx_placed`] did.
+enum Placement {
+    /// Received and processed this many packets.
+    Done(usize),
+    /// Nothing queued.
+    Empty,
+    /// The head of the queue is not the WRITE's next packet: receive it the usual way.
+    NotApplicable,
+}
+
+/// The QPs a receive batch delivered to, flushed once each when they change and at the end.
+#[derive(Default)]
+struct Unflushed(Option<Arc<QpShared>>);
+
+impl Unflushed {
+    fn add(&mut self, dev: &SoftDevice, qp: Option<Arc<QpShared>>) {
+        let Some(qp) = qp else { return };
+        if self.0.as_ref().is_some_and(|u| Arc::ptr_eq(u, &qp)) {
+            return;
+        }
+        if let Some(u) = self.0.replace(qp) {
+            dev.flush(&u, &mut u.lock());
+        }
+    }
+
+    /// Flushes the last QP; returns its QPN when its responder is in the middle of a WRITE.
+    fn finish(self, dev: &SoftDevice) -> Option<u32> {
+        let u = self.0?;
+        let mut core = u.lock();
+        dev.flush(&u, &mut core);
+        core.rc
+            .as_ref()
+            .and_then(|rc| rc.write_cursor())
+            .map(|_| u.qpn)
+    }
 }
 
 /// Where the progress thread receives.
@@ -344,7 +391,7 @@ impl SoftDevice {
             info,
             local,
             socket,
-            qps: RwLock::new(HashMap::new()),
+            qps: RwLock::new(KeyMap::default()),
             capture: config.capture,
             capture_received: config.capture_received,
             counters: Counters::default(),
@@ -359,6 +406,8 @@ impl SoftDevice {
             stats: stats::Publisher::new(&info_name, local.port()),
             gso: AtomicBool::new(gso),
             rx: Mutex::new(RxState {
+                place_qpn: None,
+                segs: Vec::new(),
                 buf: vec![0u8; RX_BUF],
                 ident: IdentSolver::default(),
             }),
@@ -1007,7 +1056,7 @@ impl SoftDevice {
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
             return None;
         };
-        self.deliver(pkt, src, ecn, ident, now, true)
+        self.deliver(pkt, src, ecn, ident, now, true, None)
     }
 
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
@@ -1021,7 +1070,20 @@ impl SoftDevice {
     fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> usize {
         let mut packets = 0;
         for i in 0..max {
-            let r = match udp_io::recv(&self.socket, &mut st.buf, block && i == 0) {
+            let wait = block && i == 0;
+            // A WRITE in progress on the QP that got the last batch: try to receive the next
+            // one with its payload scattered into the region (module `rx_place`).
+            if let Some(qpn) = st.place_qpn.take() {
+                match self.rx_placed(st, qpn, wait) {
+                    Placement::Done(n) => {
+                        packets += n;
+                        continue;
+                    }
+                    Placement::Empty => break,
+                    Placement::NotApplicable => {}
+                }
+            }
+            let r = match udp_io::recv(&self.socket, &mut st.buf, wait) {
                 Ok(r) => r,
                 Err(e)
                     if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
@@ -1033,30 +1095,162 @@ impl SoftDevice {
                     break;
                 }
             };
-            let RxState { buf, ident } = st;
+            let RxState { buf, ident, .. } = st;
             let now = self.now();
             // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
             // responses, completions), not once per packet.
-            let mut unflushed: Option<Arc<QpShared>> = None;
+            let mut unflushed = Unflushed::default();
             for (k, (off, len)) in r.datagrams().enumerate() {
                 let qp = self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
                 packets += 1;
-                if let Some(qp) = qp {
-                    match &unflushed {
-                        Some(u) if Arc::ptr_eq(u, &qp) => {}
-                        _ => {
-                            if let Some(u) = unflushed.replace(qp) {
-                                self.flush(&u, &mut u.lock());
-                            }
-                        }
-                    }
-                }
+                unflushed.add(self, qp);
             }
-            if let Some(u) = unflushed {
-                self.flush(&u, &mut u.lock());
-            }
+            st.place_qpn = unflushed.finish(self);
         }
         packets
+    }
+
+    /// One receive with WRITE payload scattered into its region (module `rx_place`), when the
+    /// datagram at the head of the queue continues the WRITE in progress on QP `qpn`'s
+    /// responder.
+    fn rx_placed(&self, st: &mut RxState, qpn: u32, wait: bool) -> Placement {
+        let mut head = [0u8; rdmesh_core::wire::bth::HEADER_LEN];
+        let r = match udp_io::peek(&self.socket, &mut head, wait) {
+            Ok(r) => r,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return Placement::Empty
+            }
+            Err(_) => return Placement::NotApplicable,
+        };
+        let Ok(bth) = rdmesh_core::wire::bth::Packet::new_checked(&head[..])
+            .and_then(|p| rdmesh_core::wire::BthRepr::parse(&p))
+        else {
+            return Placement::NotApplicable;
+        };
+        if bth.dest_qp != qpn
+            || !matches!(
+                bth.opcode,
+                Opcode::RcRdmaWriteMiddle | Opcode::RcRdmaWriteLast
+            )
+            || r.bytes > st.buf.len()
+        {
+            return Placement::NotApplicable;
+        }
+        let Some(qp) = self
+            .qps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&qpn)
+            .cloned()
+        else {
+            return Placement::NotApplicable;
+        };
+        let cursor = {
+            let core = qp.lock();
+            let from_peer = core.remote.is_some_and(|rem| is_from_peer(rem, r.src));
+            match core.rc.as_ref().and_then(|rc| rc.write_cursor()) {
+                Some(c) if from_peer && c.psn == bth.psn => c,
+                _ => return Placement::NotApplicable,
+            }
+        };
+        let seg = r.segment.unwrap_or(r.bytes);
+        let total = rx_place::plan(r.bytes, seg, cursor.remaining, &mut st.segs);
+        let Ok((mr, mr_off)) = PdMemory(&qp.pd).resolve(
+            cursor.rkey,
+            cursor.va,
+            total as u64,
+            rdmesh_core::rc::AccessKind::RemoteWrite,
+        ) else {
+            return Placement::NotApplicable;
+        };
+        if total == 0 {
+            return Placement::NotApplicable;
+        }
+        let RxState {
+            buf, ident, segs, ..
+        } = st;
+        let ctx = headers::context(r.src, self.local);
+        let mut good = 0u64;
+        let mut idents = [0u16; udp_io::MAX_GSO_SEGMENTS];
+        let got = {
+            let mut guard = mr.lock();
+            let region = &mut guard[mr_off..mr_off + total];
+            let mut iov = Vec::with_capacity(2 * segs.len() + 1);
+            rx_place::scatter(buf, region, segs, &mut iov);
+            let got = udp_io::recv_scattered(&self.socket, &mut iov);
+            drop(iov);
+            let same = got
+                .as_ref()
+                .is_ok_and(|g| (g.bytes, g.segment, g.src) == (r.bytes, r.segment, r.src));
+            for (k, s) in segs.iter().enumerate() {
+                let hole = s.off + rdmesh_core::wire::bth::HEADER_LEN;
+                if s.placed == 0 {
+                    continue;
+                }
+                let end = s.off + s.len;
+                let ok = same
+                    && k < udp_io::MAX_GSO_SEGMENTS
+                    && rx_place::is_expected(&buf[s.off..hole], s, k, qpn, &cursor)
+                    && match ident.verify_parts(
+                        &ctx,
+                        &buf[s.off..hole],
+                        &[
+                            &region[s.at..s.at + s.placed],
+                            &buf[hole + s.placed..end - 4],
+                        ],
+                        [buf[end - 4], buf[end - 3], buf[end - 2], buf[end - 1]],
+                        k as u16,
+                    ) {
+                        Some(id) => {
+                            idents[k] = id;
+                            true
+                        }
+                        None => false,
+                    };
+                if ok {
+                    good |= 1 << k;
+                } else {
+                    // Not what its position predicted: whole again, for the usual path.
+                    buf[hole..hole + s.placed].copy_from_slice(&region[s.at..s.at + s.placed]);
+                }
+            }
+            got
+        };
+        let got = match got {
+            Ok(g) => g,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return Placement::Empty
+            }
+            Err(e) => {
+                tracing::warn!(device = %self.info.name, error = %e, "receive failed");
+                return Placement::Empty;
+            }
+        };
+        let now = self.now();
+        let mut unflushed = Unflushed::default();
+        let mut n = 0;
+        for (k, (off, len)) in got.datagrams().enumerate() {
+            let pkt = &buf[off..off + len];
+            let qp = if k < 64 && good >> k & 1 == 1 {
+                let s = segs[k];
+                bump(&self.counters.rx_packets);
+                bump(&self.counters.rx_placed);
+                let placed = Placed {
+                    rkey: cursor.rkey,
+                    va: cursor.va.wrapping_add(s.at as u64),
+                    len: s.placed,
+                    mr: mr.clone(),
+                    offset: mr_off + s.at,
+                };
+                self.deliver(pkt, got.src, got.ecn, idents[k], now, true, Some(&placed))
+            } else {
+                self.receive_udp(pkt, got.src, got.ecn, k as u16, ident, now)
+            };
+            n += 1;
+            unflushed.add(self, qp);
+        }
+        st.place_qpn = unflushed.finish(self);
+        Placement::Done(n)
     }
 
     /// Drives the device from an application thread (`poll_cq`, a blocking completion wait, a
@@ -1223,11 +1417,13 @@ impl SoftDevice {
             ident,
             self.now(),
             false,
+            None,
         );
     }
 
     /// Hands a packet whose ICRC checked out to its QP, then flushes the QP — or, with
     /// `defer_flush`, returns the QP for the caller to flush after more packets.
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &self,
         pkt: &[u8],
@@ -1236,6 +1432,7 @@ impl SoftDevice {
         ident: u16,
         now: Instant,
         defer_flush: bool,
+        placed: Option<&Placed>,
     ) -> Option<Arc<QpShared>> {
         if self.capture_received {
             if let Some(cap) = &self.capture {
@@ -1288,7 +1485,8 @@ impl SoftDevice {
             if is_cnp {
                 rc.handle_cnp(now);
             } else {
-                rc.handle_packet_ecn(now, &hdr, parsed.payload, ecn, &mut PdMemory(&qp.pd));
+                let mut mem = PlacedMemory { pd: &qp.pd, placed };
+                rc.handle_packet_ecn(now, &hdr, parsed.payload, ecn, &mut mem);
             }
         }
         if hdr.bth.opcode.is_request() {

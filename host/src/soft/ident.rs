@@ -55,20 +55,40 @@ impl IdentSolver {
         if udp_payload.len() < rdmesh_core::wire::bth::HEADER_LEN + ICRC_LEN {
             return None;
         }
+        let (ib, t) = udp_payload.split_at(udp_payload.len() - ICRC_LEN);
+        let n = ib.len().min(rdmesh_core::wire::bth::HEADER_LEN);
+        let (head, rest) = ib.split_at(n);
+        self.verify_parts(ctx, head, &[rest], [t[0], t[1], t[2], t[3]], hint)
+    }
+
+    /// [`verify`](Self::verify) for a packet received in pieces: `head` (at least the BTH),
+    /// then `rest` (the remaining bytes up to the ICRC, in order), and the 4 `icrc` bytes as
+    /// on the wire.
+    pub(crate) fn verify_parts(
+        &mut self,
+        ctx: &IcrcContext,
+        head: &[u8],
+        rest: &[&[u8]],
+        icrc: [u8; ICRC_LEN],
+        hint: u16,
+    ) -> Option<u16> {
+        if head.len() < rdmesh_core::wire::bth::HEADER_LEN {
+            return None;
+        }
         if cfg!(fuzzing) {
             return Some(0);
         }
-        let (ib, t) = udp_payload.split_at(udp_payload.len() - ICRC_LEN);
-        let got = from_wire([t[0], t[1], t[2], t[3]]);
+        let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        let got = from_wire(icrc);
         let ctx0 = with_ident(ctx, 0);
-        let delta = ctx0.compute(ib).ok()? ^ got;
+        let delta = ctx0.compute_parts(head, rest).ok()? ^ got;
         if delta == 0 {
             return Some(0);
         }
-        if !matches!(ctx.ip, IpRepr::V4(_)) || ib.len() > MAX_LEN {
+        if !matches!(ctx.ip, IpRepr::V4(_)) || ib_len > MAX_LEN {
             return None;
         }
-        let basis = self.basis(&ctx0, ib.len())?;
+        let basis = self.basis(&ctx0, ib_len)?;
         let l = |x: u16| {
             (0..BITS)
                 .filter(|b| x >> b & 1 == 1)

@@ -46,6 +46,7 @@ pub(crate) mod ident;
 pub mod impair;
 pub mod path_mtu;
 pub(crate) mod raw_rx;
+mod rx_place;
 pub mod stats;
 mod tx_batch;
 mod tx_spans;

@@ -133,6 +133,7 @@ pub fn device_counters_json(d: &DeviceCounters) -> Value {
         "tx_errors": d.tx_errors,
         "tx_icrc_corrupted": d.tx_icrc_corrupted,
         "acks_coalesced": d.acks_coalesced,
+        "rx_placed": d.rx_placed,
         "impair": {
             "dropped": d.impair.dropped,
             "duplicated": d.impair.duplicated,

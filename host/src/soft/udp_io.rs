@@ -87,15 +87,39 @@ impl Received {
 /// Errors: as `recvmsg` (`WouldBlock` when nothing is queued and `wait` is false);
 /// `InvalidData` when the source is not an IP address.
 pub(crate) fn recv(sock: &UdpSocket, buf: &mut [u8], wait: bool) -> io::Result<Received> {
-    // IP_TOS or IPV6_TCLASS (an `int` at most), UDP_GRO (an `int`) and a spare.
-    let mut space = nix_cmsg::cmsg_space!(i32, i32, i32);
-    let mut iov = [IoSliceMut::new(buf)];
     let flags = if wait {
         MsgFlags::empty()
     } else {
         MsgFlags::MSG_DONTWAIT
     };
-    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), &mut iov, Some(&mut space), flags)?;
+    recv_iov(sock, &mut [IoSliceMut::new(buf)], flags)
+}
+
+/// Looks at the datagram (or GRO batch) at the head of the queue without taking it: its first
+/// `buf.len()` bytes land in `buf`, and [`Received::bytes`] is its whole length (`MSG_PEEK |
+/// MSG_TRUNC`, udp(7)). `wait` as in [`recv`].
+///
+/// Errors: as [`recv`].
+pub(crate) fn peek(sock: &UdpSocket, buf: &mut [u8], wait: bool) -> io::Result<Received> {
+    let mut flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC;
+    if !wait {
+        flags |= MsgFlags::MSG_DONTWAIT;
+    }
+    recv_iov(sock, &mut [IoSliceMut::new(buf)], flags)
+}
+
+/// Takes the datagram (or GRO batch) at the head of the queue, scattered over `iov` in order,
+/// without blocking.
+///
+/// Errors: as [`recv`].
+pub(crate) fn recv_scattered(sock: &UdpSocket, iov: &mut [IoSliceMut<'_>]) -> io::Result<Received> {
+    recv_iov(sock, iov, MsgFlags::MSG_DONTWAIT)
+}
+
+fn recv_iov(sock: &UdpSocket, iov: &mut [IoSliceMut<'_>], flags: MsgFlags) -> io::Result<Received> {
+    // IP_TOS or IPV6_TCLASS (an `int` at most), UDP_GRO (an `int`) and a spare.
+    let mut space = nix_cmsg::cmsg_space!(i32, i32, i32);
+    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), iov, Some(&mut space), flags)?;
     let mut ecn = 0u8;
     let mut segment = None;
     for c in msg.cmsgs()? {

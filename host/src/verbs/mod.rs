@@ -8,6 +8,7 @@
 
 pub(crate) mod cq;
 pub(crate) mod device;
+pub(crate) mod key_map;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod provider;

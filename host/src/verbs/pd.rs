@@ -1,7 +1,6 @@
 //! Protection domains: the scope of memory regions and QPs (IBTA vol. 1 §10.2.3,
 //! libibverbs `ibv_alloc_pd`). A QP may only touch regions of its own PD.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -9,6 +8,7 @@ use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
 
 use crate::error::Result;
 use crate::verbs::device::DeviceInner;
+use crate::verbs::key_map::KeyMap;
 use crate::verbs::mr::{check_access, AccessFlags, MemoryRegion, MrInner, MrKind};
 
 /// Key allocator shared by all PDs of the process: keys stay unique, so a stale rkey from a
@@ -17,7 +17,7 @@ static NEXT_KEY_INDEX: AtomicU32 = AtomicU32::new(1);
 
 #[derive(Debug, Default)]
 pub(crate) struct PdInner {
-    mrs: RwLock<HashMap<u32, Arc<MrInner>>>,
+    mrs: RwLock<KeyMap<Arc<MrInner>>>,
 }
 
 impl PdInner {
