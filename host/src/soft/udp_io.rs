@@ -117,9 +117,22 @@ pub(crate) fn recv_scattered(sock: &UdpSocket, iov: &mut [IoSliceMut<'_>]) -> io
 }
 
 fn recv_iov(sock: &UdpSocket, iov: &mut [IoSliceMut<'_>], flags: MsgFlags) -> io::Result<Received> {
-    // IP_TOS or IPV6_TCLASS (an `int` at most), UDP_GRO (an `int`) and a spare.
-    let mut space = nix_cmsg::cmsg_space!(i32, i32, i32);
-    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), iov, Some(&mut space), flags)?;
+    thread_local! {
+        // IP_TOS or IPV6_TCLASS (an `int` at most), UDP_GRO (an `int`) and a spare; one buffer
+        // per thread instead of an allocation per receive.
+        static SPACE: std::cell::RefCell<Vec<u8>> =
+            std::cell::RefCell::new(nix_cmsg::cmsg_space!(i32, i32, i32));
+    }
+    SPACE.with(|space| recv_with(sock, iov, flags, &mut space.borrow_mut()))
+}
+
+fn recv_with(
+    sock: &UdpSocket,
+    iov: &mut [IoSliceMut<'_>],
+    flags: MsgFlags,
+    space: &mut Vec<u8>,
+) -> io::Result<Received> {
+    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), iov, Some(space), flags)?;
     let mut ecn = 0u8;
     let mut segment = None;
     for c in msg.cmsgs()? {
