@@ -160,7 +160,8 @@ pub(crate) struct SoftDevice {
     rx: Mutex<RxState>,
     /// When an application thread last drove progress, ns since `epoch`.
     app_poll_ns: AtomicU64,
-    /// Application threads now blocked waiting for packets on the socket.
+    /// Application threads now inside the device: blocked waiting for packets on the socket,
+    /// or posting (whose flush may block in `sendmsg`).
     app_waiting: AtomicU32,
     /// The earliest QP deadline known (timers, pacer, held ACKs), ns since `epoch`; never later
     /// than the real one, since every flush lowers it.
@@ -184,6 +185,23 @@ struct RxState {
     place_qpn: Option<u32>,
     /// Segments of a scattered receive.
     segs: Vec<rx_place::Segment>,
+}
+
+/// An application thread inside a device call ([`SoftDevice::app_driven`] holds meanwhile).
+struct AppInDevice<'a>(&'a SoftDevice);
+
+impl<'a> AppInDevice<'a> {
+    fn enter(dev: &'a SoftDevice) -> AppInDevice<'a> {
+        dev.app_waiting.fetch_add(1, Ordering::Relaxed);
+        AppInDevice(dev)
+    }
+}
+
+impl Drop for AppInDevice<'_> {
+    fn drop(&mut self) {
+        self.0.app_waiting.fetch_sub(1, Ordering::Relaxed);
+        self.0.app_poll_ns.store(self.0.now().0, Ordering::Relaxed);
+    }
 }
 
 /// What [`SoftDevice::rx_placed`] did.
@@ -585,6 +603,9 @@ impl SoftDevice {
     }
 
     pub(crate) fn post_send(&self, qp: &QpShared, wqes: Vec<SendWqe>) -> Result<()> {
+        // An application thread is in the device (its flush may block in `sendmsg` while the
+        // socket's send buffer drains): the progress thread keeps off the socket meanwhile.
+        let _in_device = AppInDevice::enter(self);
         let mut core = qp.lock();
         let state = core.state;
         let mut result = Ok(());
