@@ -240,15 +240,34 @@ impl Endpoint {
     /// Waits for one completion: busy-polls (driving the device on this thread) for
     /// [`spin_time`], then blocks on the device; fails after `timeout` without one, or on an
     /// error status, naming the QP, the peer and the counters.
+    ///
+    /// Without a spin (one CPU) the wait is one blocking receive on the device's socket per
+    /// packet, as a UDP ping-pong's is: the CQ is looked at without driving the device first,
+    /// which would cost a non-blocking receive that finds nothing (`EAGAIN`) before every
+    /// blocking one. The clock is read only once the CQ was found empty.
     pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
-        let start = Instant::now();
         let spin = spin_time();
+        let mut start: Option<Instant> = None;
         loop {
-            let wc = match self.cq.poll_one() {
+            let ready = if spin.is_zero() {
+                self.cq.poll_ready()
+            } else {
+                self.cq.poll_one()
+            };
+            let wc = match ready {
                 Some(wc) => Some(wc),
-                None if start.elapsed() < spin => continue,
                 None => {
-                    let left = timeout.saturating_sub(start.elapsed());
+                    let elapsed = match start {
+                        Some(s) => s.elapsed(),
+                        None => {
+                            start = Some(Instant::now());
+                            Duration::ZERO
+                        }
+                    };
+                    if elapsed < spin {
+                        continue;
+                    }
+                    let left = timeout.saturating_sub(elapsed);
                     if left.is_zero() {
                         return Err(Error::Bench(format!(
                             "QP {:#08x}: no completion within {:?}; device counters {:?}; QP counters {:?}",

@@ -1080,10 +1080,12 @@ fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
 
 /// Waits until the marker of message `i` arrives in the last byte of slot 1: busy-polls
 /// memory and the device for [`spin_time`], then blocks on the device until a packet comes.
+/// Without a spin (one CPU) that is one blocking receive per packet, as a UDP ping-pong's is,
+/// and the clock is read once the marker was found missing, not on every look.
 fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
     let want = marker(i);
-    let start = Instant::now();
     let spin = spin_time();
+    let mut start: Option<Instant> = None;
     let mut b = [0u8; 1];
     loop {
         // Completions of our own unsignaled writes (none are produced) and errors.
@@ -1100,7 +1102,13 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         if b[0] == want {
             return Ok(());
         }
-        let elapsed = start.elapsed();
+        let elapsed = match start {
+            Some(s) => s.elapsed(),
+            None => {
+                start = Some(Instant::now());
+                Duration::ZERO
+            }
+        };
         if elapsed < spin {
             ep.device.progress(None);
             continue;

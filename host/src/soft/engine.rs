@@ -936,13 +936,15 @@ impl SoftDevice {
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
     /// or a GRO batch), without blocking. Returns the packets processed.
     fn rx_burst(&self, st: &mut RxState, max: usize) -> usize {
-        self.rx_burst_from(st, max, false)
+        self.rx_burst_from(st, max, false).0
     }
 
     /// [`rx_burst`](Self::rx_burst), the first receive blocking (up to the socket's read timeout)
-    /// when `block`.
-    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> usize {
+    /// when `block`. Also returns the time read after the last receive that got something
+    /// (the caller's timer check reuses it instead of reading the clock again).
+    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> (usize, Option<Instant>) {
         let mut packets = 0;
+        let mut last = None;
         for i in 0..max {
             let r = match udp_io::recv(&self.socket, &mut st.buf, block && i == 0) {
                 Ok(r) => r,
@@ -958,12 +960,13 @@ impl SoftDevice {
             };
             let RxState { buf, ident } = st;
             let now = self.now();
+            last = Some(now);
             for (k, (off, len)) in r.datagrams().enumerate() {
                 self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
                 packets += 1;
             }
         }
-        packets
+        (packets, last)
     }
 
     /// Drives the device from an application thread (`poll_cq`, a blocking completion wait, a
@@ -986,8 +989,8 @@ impl SoftDevice {
             self.app_poll_ns.store(self.now().0, Ordering::Relaxed);
             return 0;
         };
-        let n = match wait {
-            None => self.rx_burst(&mut st, RX_BURST),
+        let (n, received_at) = match wait {
+            None => self.rx_burst_from(&mut st, RX_BURST, false),
             Some(w) => {
                 self.app_waiting.fetch_add(1, Ordering::Relaxed);
                 let n = if w >= POLL_INTERVAL {
@@ -999,9 +1002,9 @@ impl SoftDevice {
                 } else {
                     // A short wait: poll(2) with a precise timeout.
                     if wait_readable(&self.socket, w) {
-                        self.rx_burst(&mut st, RX_BURST)
+                        self.rx_burst_from(&mut st, RX_BURST, false)
                     } else {
-                        0
+                        (0, None)
                     }
                 };
                 self.app_waiting.fetch_sub(1, Ordering::Relaxed);
@@ -1009,8 +1012,10 @@ impl SoftDevice {
             }
         };
         drop(st);
-        // One clock read per call (they cost tens of ns each in a VM).
-        let now = self.now().0;
+        // One clock read per call (they cost tens of ns each in a VM): the one taken when the
+        // last packet came, else a fresh one. Timers checked a few µs early only run at the
+        // next call.
+        let now = received_at.unwrap_or_else(|| self.now()).0;
         self.app_poll_ns.store(now, Ordering::Relaxed);
         self.run_due_timers_at(now);
         n
