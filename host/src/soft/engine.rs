@@ -531,7 +531,11 @@ impl SoftDevice {
         Ok(())
     }
 
-    pub(crate) fn post_send(&self, qp: &QpShared, wqes: Vec<SendWqe>) -> Result<()> {
+    pub(crate) fn post_send(
+        &self,
+        qp: &QpShared,
+        wqes: impl IntoIterator<Item = SendWqe>,
+    ) -> Result<()> {
         let mut core = qp.lock();
         let state = core.state;
         let mut result = Ok(());
@@ -562,7 +566,11 @@ impl SoftDevice {
         result
     }
 
-    pub(crate) fn post_recv(&self, qp: &QpShared, wqes: Vec<RecvWqe>) -> Result<()> {
+    pub(crate) fn post_recv(
+        &self,
+        qp: &QpShared,
+        wqes: impl IntoIterator<Item = RecvWqe>,
+    ) -> Result<()> {
         let mut core = qp.lock();
         let mut result = Ok(());
         for (index, wqe) in wqes.into_iter().enumerate() {
@@ -590,7 +598,9 @@ impl SoftDevice {
             });
             break;
         }
-        self.flush(qp, &mut core);
+        // A posted receive gives the state machine nothing to send (an RNR-NAKed requester
+        // retries on its own timer); only completions (flush errors in ERR) move.
+        qp.drain_completions(&mut core);
         result
     }
 
