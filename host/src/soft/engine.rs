@@ -1087,7 +1087,7 @@ impl SoftDevice {
         }
         self.next_deadline.store(NO_DEADLINE, Ordering::Relaxed);
         self.ack_deadline.store(NO_DEADLINE, Ordering::Relaxed);
-        let (rc, ack) = self.run_timers();
+        let (rc, ack) = self.run_timers(Instant(now));
         if let Some(d) = rc {
             self.next_deadline
                 .fetch_min(d.max(now + MIN_RESCAN_NS), Ordering::Relaxed);
@@ -1249,14 +1249,15 @@ impl SoftDevice {
         );
     }
 
-    /// Runs the QP timers that are due (retransmit, RNR, DCQCN increase, pacer) and returns
-    /// the earliest deadline still ahead of any QP, in ns since `epoch`.
-    fn run_timers(&self) -> (Option<u64>, Option<u64>) {
+    /// Runs the QP timers that are due at `now` (retransmit, RNR, DCQCN increase, pacer, held
+    /// ACKs) and returns the earliest deadlines still ahead of any QP — the state machines' and
+    /// the held ACKs' — in ns since `epoch`. One clock read per scan, the caller's: a deadline
+    /// that falls due while the scan runs waits for the next one.
+    fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
         let mut next_ack: Option<u64> = None;
         for qp in self.qp_list() {
             let mut core = qp.lock();
-            let now = self.now();
             let due = core
                 .rc
                 .as_ref()
