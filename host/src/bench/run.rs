@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bench::endpoint::{common_mtu, spin_time, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
+use crate::bench::endpoint::{common_mtu, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
 use crate::bench::oob::{
     negotiate, recovery_code, Channel, Hello, QpInfo, Report, Start, RECOVERY_NEGOTIATE,
 };
@@ -1082,13 +1082,15 @@ fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
 }
 
 /// Waits until the marker of message `i` arrives in the last byte of slot 1: busy-polls
-/// memory and the device for [`spin_time`], then blocks on the device until a packet comes.
-/// Without a spin (one CPU) that is one blocking receive per packet, as a UDP ping-pong's is,
-/// and the clock is read once the marker was found missing, not on every look.
+/// memory and the device for the end's spin budget ([`crate::bench::spin`]), then blocks on the
+/// device until a packet comes. Without a spin (one CPU, or spins that keep missing) that is
+/// one blocking receive per packet, as a UDP ping-pong's is, and the clock is read once the
+/// marker was found missing, not on every look.
 fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
     let want = marker(i);
-    let spin = spin_time();
+    let spin = ep.spin.budget();
     let mut start: Option<Instant> = None;
+    let mut blocked = false;
     let mut b = [0u8; 1];
     loop {
         // Completions of our own unsignaled writes (none are produced) and errors.
@@ -1103,6 +1105,9 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         }
         ep.mr.read(2 * size as usize - 1, &mut b)?;
         if b[0] == want {
+            if !spin.is_zero() && !blocked && start.is_some() {
+                ep.spin.record(true);
+            }
             return Ok(());
         }
         let elapsed = match start {
@@ -1116,6 +1121,10 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
             ep.device.progress(None);
             continue;
         }
+        if !spin.is_zero() && !blocked {
+            ep.spin.record(false);
+        }
+        blocked = true;
         let left = timeout.saturating_sub(elapsed);
         if left.is_zero() {
             return Err(Error::Bench(format!(
