@@ -2,8 +2,7 @@
 # The soft provider against what a user would compare it with, each reference in a separate
 # process in the same run (docs/benchmarks.md, issue 12): loopback WRITE bandwidth against one
 # TCP stream, 8-byte WRITE/SEND latency against a UDP ping-pong (pinned to one CPU, to two, and
-# unpinned),
-# and `-q N` scaling. Three runs of each; the median is what docs/benchmarks.md reports.
+# unpinned), and `-q N` scaling. Three runs of each; the median is what docs/benchmarks.md reports.
 #
 # Usage: scripts/bench/soft-vs-kernel.sh [RDMESH_BINARY] [OUT_DIR]
 #   OLD=path/to/old/rdmesh   also runs an older binary's bandwidth and latency (no references)
