@@ -1,13 +1,13 @@
 //! How a benchmark waiter busy-polls before it blocks: spin only where spinning pays.
 //!
 //! A latency waiter that busy-polls for a packet gets it without a wake-up — when the peer runs
-//! on another CPU meanwhile. Where it cannot (one CPU; or every other CPU busy, as on a shared
-//! machine), the spin holds the very CPU the peer needs: a socket wake-up is a sync wake-up, so
-//! the kernel queues the woken peer behind the spinning waker, and every message then costs the
-//! whole spin (measured on the loaded 2-core development VM: 58.8 µs per half round trip with
-//! a 50 µs spin against 7.5 µs blocking at once). So the waiter spins for [`SPIN_TIME`] while
-//! spins find their packet, stops after [`MISS_LIMIT`] spins in a row that did not, and
-//! tries one spin every [`PROBE_EVERY`] waits to notice when the peer has a CPU again.
+//! on another CPU meanwhile. Where it cannot (one CPU, or the other CPUs busy, as on a shared
+//! machine), the spin holds the CPU the peer needs, and every message costs the whole spin:
+//! WRITE latency with `--cpus 0,1` on the loaded 2-core development VM was 58.6 µs per half
+//! round trip with a fixed 50 µs spin, 8.1 µs with this policy (docs/benchmarks.md, issue 12).
+//! So a waiter spins for [`SPIN_TIME`] while spins find their packet, stops after
+//! [`MISS_LIMIT`] spins in a row that did not, and spins once every [`PROBE_EVERY`] waits to
+//! notice when the peer has a CPU again.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -98,6 +98,10 @@ mod test {
         );
         assert!(spins[PROBE_EVERY as usize - 1] && spins[2 * PROBE_EVERY as usize - 1]);
         s.record(true);
-        assert_eq!(s.budget_from(base), base, "a probe that hit turns spinning back on");
+        assert_eq!(
+            s.budget_from(base),
+            base,
+            "a probe that hit turns spinning back on"
+        );
     }
 }

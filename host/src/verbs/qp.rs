@@ -599,17 +599,13 @@ fn send_wqe(qpn: u32, index: usize, wr: &SendWr) -> Result<SendWqe> {
     let (opcode, remote_addr, rkey, imm) = match wr.opcode {
         WrOpcode::Send => (SendOpcode::Send, 0, 0, 0),
         WrOpcode::SendWithImm(imm) => (SendOpcode::SendWithImm, 0, 0, imm),
-        WrOpcode::RdmaWrite { remote_addr, rkey } => {
-            (SendOpcode::RdmaWrite, remote_addr, rkey, 0)
-        }
+        WrOpcode::RdmaWrite { remote_addr, rkey } => (SendOpcode::RdmaWrite, remote_addr, rkey, 0),
         WrOpcode::RdmaWriteWithImm {
             remote_addr,
             rkey,
             imm,
         } => (SendOpcode::RdmaWriteWithImm, remote_addr, rkey, imm),
-        WrOpcode::RdmaRead { remote_addr, rkey } => {
-            (SendOpcode::RdmaRead, remote_addr, rkey, 0)
-        }
+        WrOpcode::RdmaRead { remote_addr, rkey } => (SendOpcode::RdmaRead, remote_addr, rkey, 0),
         WrOpcode::CompareSwap {
             remote_addr,
             rkey,
