@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The soft provider against what a user would compare it with, each reference in a separate
 # process in the same run (docs/benchmarks.md, issue 12): loopback WRITE bandwidth against one
-# TCP stream, 8-byte WRITE/SEND latency against a UDP ping-pong (pinned to one CPU, then to two),
-# and `-q N` scaling. Three runs of each; the median is what docs/benchmarks.md reports.
+# TCP stream, 8-byte WRITE/SEND latency against a UDP ping-pong (pinned to one CPU, to two, and
+# unpinned), and `-q N` scaling. Three runs of each; the median is what docs/benchmarks.md reports.
 #
 # Usage: scripts/bench/soft-vs-kernel.sh [RDMESH_BINARY] [OUT_DIR]
 #   OLD=path/to/old/rdmesh   also runs an older binary's bandwidth and latency (no references)
@@ -26,6 +26,8 @@ for run in 1 2 3; do
     "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0 --compare-udp 2>&1 | last 1
     log "run $run: $op --lat -s 8 --cpus 0,1 --compare-udp"
     "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0,1 --compare-udp 2>&1 | last 1
+    log "run $run: $op --lat -s 8 --compare-udp (unpinned)"
+    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --compare-udp 2>&1 | last 1
   done
   if [ -n "${OLD:-}" ]; then
     for s in 1M 64K; do

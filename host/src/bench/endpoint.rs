@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bench::oob::QpInfo;
+use crate::bench::spin::AdaptiveSpin;
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::verbs::{
@@ -13,21 +14,7 @@ use crate::verbs::{
     QpState, QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
-/// How long a waiter busy-polls before it blocks, when it has more than one CPU.
-pub const SPIN_TIME: Duration = Duration::from_micros(50);
-
-/// How long a waiter busy-polls (driving the device without blocking) before it blocks in the
-/// kernel: [`SPIN_TIME`], or nothing when this thread may run on one CPU only (`taskset -c N`,
-/// `--cpus N`): there the peer needs that CPU, and the kernel wakes a blocked thread faster
-/// than a spinning one gives the CPU away.
-pub fn spin_time() -> Duration {
-    static ONE_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ONE_CPU.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() == 1)) {
-        Duration::ZERO
-    } else {
-        SPIN_TIME
-    }
-}
+pub use crate::bench::spin::{spin_time, SPIN_TIME};
 
 /// Send queue depth of benchmark QPs (perftest's default `-t 128`).
 pub const TX_DEPTH: u32 = 128;
@@ -71,6 +58,8 @@ pub struct Endpoint {
     pub mr: MemoryRegion,
     /// Initial send PSN.
     pub psn: u32,
+    /// How long this end's waits spin before they block ([`AdaptiveSpin`]).
+    pub spin: AdaptiveSpin,
 }
 
 impl Endpoint {
@@ -153,6 +142,7 @@ impl Endpoint {
             qp,
             mr,
             psn,
+            spin: AdaptiveSpin::default(),
         })
     }
 
@@ -238,17 +228,42 @@ impl Endpoint {
     }
 
     /// Waits for one completion: busy-polls (driving the device on this thread) for
-    /// [`spin_time`], then blocks on the device; fails after `timeout` without one, or on an
-    /// error status, naming the QP, the peer and the counters.
+    /// [`AdaptiveSpin::budget`], then blocks on the device; fails after `timeout` without one,
+    /// or on an error status, naming the QP, the peer and the counters.
+    ///
+    /// Without a spin (one CPU, or spins that keep missing) the wait is one blocking receive on
+    /// the device's socket per packet, as a UDP ping-pong's is: the CQ is looked at without
+    /// driving the device first, which would cost a non-blocking receive that finds nothing
+    /// (`EAGAIN`) before every blocking one. The clock is read only once the CQ was found
+    /// empty.
     pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
-        let start = Instant::now();
-        let spin = spin_time();
+        let spin = self.spin.budget();
+        let mut start: Option<Instant> = None;
+        let mut blocked = false;
         loop {
-            let wc = match self.cq.poll_one() {
+            let ready = if spin.is_zero() {
+                self.cq.poll_ready()
+            } else {
+                self.cq.poll_one()
+            };
+            let wc = match ready {
                 Some(wc) => Some(wc),
-                None if start.elapsed() < spin => continue,
                 None => {
-                    let left = timeout.saturating_sub(start.elapsed());
+                    let elapsed = match start {
+                        Some(s) => s.elapsed(),
+                        None => {
+                            start = Some(Instant::now());
+                            Duration::ZERO
+                        }
+                    };
+                    if elapsed < spin {
+                        continue;
+                    }
+                    if !spin.is_zero() && !blocked {
+                        self.spin.record(false);
+                    }
+                    blocked = true;
+                    let left = timeout.saturating_sub(elapsed);
                     if left.is_zero() {
                         return Err(Error::Bench(format!(
                             "QP {:#08x}: no completion within {:?}; device counters {:?}; QP counters {:?}",
@@ -264,6 +279,9 @@ impl Endpoint {
                 }
             };
             let Some(wc) = wc else { continue };
+            if !spin.is_zero() && !blocked && start.is_some() {
+                self.spin.record(true);
+            }
             if wc.status != WcStatus::Success {
                 return Err(Error::Bench(format!(
                     "QP {:#08x}: work completion wr_id {} failed with {:?} ({:?}); device counters {:?}; QP counters {:?}",

@@ -9,6 +9,7 @@ pub mod perftest;
 pub mod perftest_oob;
 pub mod reference;
 pub mod run;
+pub mod spin;
 pub mod stats;
 pub mod trace;
 

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAdd
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::bench::endpoint::{common_mtu, spin_time, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
+use crate::bench::endpoint::{common_mtu, DeviceChoice, Endpoint, RX_DEPTH, TX_DEPTH};
 use crate::bench::oob::{
     negotiate, recovery_code, Channel, Hello, QpInfo, Report, Start, RECOVERY_NEGOTIATE,
 };
@@ -898,22 +898,27 @@ fn client_lat(
         lkey: ep.mr.lkey(),
     };
     let peer_dst = peer.va + size;
+    // Work requests built once and renumbered: no allocation per message.
+    let mut write = SendWr::new(
+        0,
+        WrOpcode::RdmaWrite {
+            remote_addr: peer_dst,
+            rkey: peer.rkey,
+        },
+        vec![src],
+    );
+    let mut send = SendWr::new(0, WrOpcode::Send, vec![src]);
+    let mut recv = RecvWr {
+        wr_id: 0,
+        sg_list: vec![dst],
+    };
     for i in 0..opts.iters {
         match opts.mode {
             Mode::Write => {
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, opts.verify));
                 let t = Instant::now();
-                ep.qp.post_send(&[lat_write(
-                    ep,
-                    SendWr::new(
-                        i,
-                        WrOpcode::RdmaWrite {
-                            remote_addr: peer_dst,
-                            rkey: peer.rkey,
-                        },
-                        vec![src],
-                    ),
-                )])?;
+                lat_write(ep, &mut write, i);
+                ep.qp.post_send(std::slice::from_ref(&write))?;
                 wait_marker(ep, size, i, opts.timeout)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e6 / 2.0);
                 if opts.verify {
@@ -922,16 +927,14 @@ fn client_lat(
                 }
             }
             Mode::Send => {
-                ep.qp.post_recv(&[RecvWr {
-                    wr_id: i,
-                    sg_list: vec![dst],
-                }])?;
+                recv.wr_id = i;
+                ep.qp.post_recv(std::slice::from_ref(&recv))?;
                 if opts.verify {
                     ep.mr.with(|b| pattern::fill(&mut b[..n], i));
                 }
                 let t = Instant::now();
-                ep.qp
-                    .post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+                send.wr_id = i;
+                ep.qp.post_send(std::slice::from_ref(&send))?;
                 let (mut got_recv, mut got_send) = (false, false);
                 while !(got_recv && got_send) {
                     match ep.next_completion(opts.timeout)?.opcode {
@@ -1006,8 +1009,21 @@ fn server_lat(
     };
     let peer_dst = peer.va + size;
     let mut verified = 0;
+    // Work requests built once and renumbered: no allocation per message.
+    let mut recv = RecvWr {
+        wr_id: 0,
+        sg_list: vec![dst],
+    };
     match mode {
         Mode::Write => {
+            let mut write = SendWr::new(
+                0,
+                WrOpcode::RdmaWrite {
+                    remote_addr: peer_dst,
+                    rkey: peer.rkey,
+                },
+                vec![src],
+            );
             for i in 0..iters {
                 wait_marker(ep, size, i, timeout)?;
                 if verify {
@@ -1015,24 +1031,13 @@ fn server_lat(
                     verified += size;
                 }
                 ep.mr.with(|b| fill_marked(&mut b[..n], i, verify));
-                ep.qp.post_send(&[lat_write(
-                    ep,
-                    SendWr::new(
-                        i,
-                        WrOpcode::RdmaWrite {
-                            remote_addr: peer_dst,
-                            rkey: peer.rkey,
-                        },
-                        vec![src],
-                    ),
-                )])?;
+                lat_write(ep, &mut write, i);
+                ep.qp.post_send(std::slice::from_ref(&write))?;
             }
         }
         Mode::Send => {
-            ep.qp.post_recv(&[RecvWr {
-                wr_id: 0,
-                sg_list: vec![dst],
-            }])?;
+            let mut send = SendWr::new(0, WrOpcode::Send, vec![src]);
+            ep.qp.post_recv(std::slice::from_ref(&recv))?;
             for i in 0..iters {
                 while ep.next_completion(timeout)?.opcode != crate::verbs::WcOpcode::Recv {}
                 if verify {
@@ -1045,13 +1050,11 @@ fn server_lat(
                     ep.mr.with(|b| pattern::fill(&mut b[..n], reply_iter(i)));
                 }
                 if i + 1 < iters {
-                    ep.qp.post_recv(&[RecvWr {
-                        wr_id: i + 1,
-                        sg_list: vec![dst],
-                    }])?;
+                    recv.wr_id = i + 1;
+                    ep.qp.post_recv(std::slice::from_ref(&recv))?;
                 }
-                ep.qp
-                    .post_send(&[SendWr::new(i, WrOpcode::Send, vec![src])])?;
+                send.wr_id = i;
+                ep.qp.post_send(std::slice::from_ref(&send))?;
             }
         }
         Mode::Read => {}
@@ -1059,12 +1062,12 @@ fn server_lat(
     Ok(verified)
 }
 
-/// A write-latency WRITE: unsignaled. A hardware-style provider (vfio, model) frees send-queue
-/// entries only when a completion reports them, so every 64th is signaled there (and reaped by
-/// [`wait_marker`]); the soft provider frees them on the ACK.
-fn lat_write(ep: &Endpoint, mut wr: SendWr) -> SendWr {
-    wr.signaled = ep.device.provider() != "soft" && wr.wr_id % 64 == 63;
-    wr
+/// Makes `wr` write-latency WRITE number `i`: unsignaled. A hardware-style provider (vfio,
+/// model) frees send-queue entries only when a completion reports them, so every 64th is
+/// signaled there (and reaped by [`wait_marker`]); the soft provider frees them on the ACK.
+fn lat_write(ep: &Endpoint, wr: &mut SendWr, i: u64) {
+    wr.wr_id = i;
+    wr.signaled = ep.device.provider() != "soft" && i % 64 == 63;
 }
 
 /// The arrival marker in the last byte of message `i` of a write ping-pong: never 0 and never
@@ -1094,11 +1097,15 @@ fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
 }
 
 /// Waits until the marker of message `i` arrives in the last byte of slot 1: busy-polls
-/// memory and the device for [`spin_time`], then blocks on the device until a packet comes.
+/// memory and the device for the end's spin budget ([`crate::bench::spin`]), then blocks on the
+/// device until a packet comes. Without a spin (one CPU, or spins that keep missing) that is
+/// one blocking receive per packet, as a UDP ping-pong's is, and the clock is read once the
+/// marker was found missing, not on every look.
 fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
     let want = marker(i);
-    let start = Instant::now();
-    let spin = spin_time();
+    let spin = ep.spin.budget();
+    let mut start: Option<Instant> = None;
+    let mut blocked = false;
     let mut b = [0u8; 1];
     loop {
         // Completions of our own unsignaled writes (none are produced) and errors.
@@ -1113,13 +1120,26 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         }
         ep.mr.read(2 * size as usize - 1, &mut b)?;
         if b[0] == want {
+            if !spin.is_zero() && !blocked && start.is_some() {
+                ep.spin.record(true);
+            }
             return Ok(());
         }
-        let elapsed = start.elapsed();
+        let elapsed = match start {
+            Some(s) => s.elapsed(),
+            None => {
+                start = Some(Instant::now());
+                Duration::ZERO
+            }
+        };
         if elapsed < spin {
             ep.device.progress(None);
             continue;
         }
+        if !spin.is_zero() && !blocked {
+            ep.spin.record(false);
+        }
+        blocked = true;
         let left = timeout.saturating_sub(elapsed);
         if left.is_zero() {
             return Err(Error::Bench(format!(

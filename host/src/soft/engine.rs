@@ -602,7 +602,11 @@ impl SoftDevice {
         Ok(())
     }
 
-    pub(crate) fn post_send(&self, qp: &QpShared, wqes: Vec<SendWqe>) -> Result<()> {
+    pub(crate) fn post_send(
+        &self,
+        qp: &QpShared,
+        wqes: impl IntoIterator<Item = SendWqe>,
+    ) -> Result<()> {
         // An application thread is in the device (its flush may block in `sendmsg` while the
         // socket's send buffer drains): the progress thread keeps off the socket meanwhile.
         let _in_device = AppInDevice::enter(self);
@@ -636,7 +640,11 @@ impl SoftDevice {
         result
     }
 
-    pub(crate) fn post_recv(&self, qp: &QpShared, wqes: Vec<RecvWqe>) -> Result<()> {
+    pub(crate) fn post_recv(
+        &self,
+        qp: &QpShared,
+        wqes: impl IntoIterator<Item = RecvWqe>,
+    ) -> Result<()> {
         let mut core = qp.lock();
         let mut result = Ok(());
         for (index, wqe) in wqes.into_iter().enumerate() {
@@ -664,7 +672,9 @@ impl SoftDevice {
             });
             break;
         }
-        self.flush(qp, &mut core);
+        // A posted receive gives the state machine nothing to send (an RNR-NAKed requester
+        // retries on its own timer); only completions (flush errors in ERR) move.
+        qp.drain_completions(&mut core);
         result
     }
 
@@ -1083,13 +1093,15 @@ impl SoftDevice {
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
     /// or a GRO batch), without blocking. Returns the packets processed.
     fn rx_burst(&self, st: &mut RxState, max: usize) -> usize {
-        self.rx_burst_from(st, max, false)
+        self.rx_burst_from(st, max, false).0
     }
 
     /// [`rx_burst`](Self::rx_burst), the first receive blocking (up to the socket's read timeout)
-    /// when `block`.
-    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> usize {
+    /// when `block`. Also returns the time read after the last receive that got something
+    /// (the caller's timer check reuses it instead of reading the clock again).
+    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> (usize, Option<Instant>) {
         let mut packets = 0;
+        let mut last = None;
         for i in 0..max {
             let wait = block && i == 0;
             // A WRITE in progress on the QP that got the last batch: try to receive the next
@@ -1118,6 +1130,7 @@ impl SoftDevice {
             };
             let RxState { buf, ident, .. } = st;
             let now = self.now();
+            last = Some(now);
             // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
             // responses, completions), not once per packet.
             let mut unflushed = Unflushed::default();
@@ -1128,7 +1141,7 @@ impl SoftDevice {
             }
             st.place_qpn = unflushed.finish(self);
         }
-        packets
+        (packets, last)
     }
 
     /// One receive with WRITE payload scattered into its region (module `rx_place`), when the
@@ -1294,8 +1307,8 @@ impl SoftDevice {
             self.app_poll_ns.store(self.now().0, Ordering::Relaxed);
             return 0;
         };
-        let n = match wait {
-            None => self.rx_burst(&mut st, RX_BURST),
+        let (n, received_at) = match wait {
+            None => self.rx_burst_from(&mut st, RX_BURST, false),
             Some(w) => {
                 self.app_waiting.fetch_add(1, Ordering::Relaxed);
                 let n = if w >= POLL_INTERVAL {
@@ -1307,9 +1320,9 @@ impl SoftDevice {
                 } else {
                     // A short wait: poll(2) with a precise timeout.
                     if wait_readable(&self.socket, w) {
-                        self.rx_burst(&mut st, RX_BURST)
+                        self.rx_burst_from(&mut st, RX_BURST, false)
                     } else {
-                        0
+                        (0, None)
                     }
                 };
                 self.app_waiting.fetch_sub(1, Ordering::Relaxed);
@@ -1317,8 +1330,10 @@ impl SoftDevice {
             }
         };
         drop(st);
-        // One clock read per call (they cost tens of ns each in a VM).
-        let now = self.now().0;
+        // One clock read per call (they cost tens of ns each in a VM): the one taken when the
+        // last packet came, else a fresh one. Timers checked a few µs early only run at the
+        // next call.
+        let now = received_at.unwrap_or_else(|| self.now()).0;
         self.app_poll_ns.store(now, Ordering::Relaxed);
         self.run_due_timers_at(now);
         n
@@ -1380,7 +1395,7 @@ impl SoftDevice {
         }
         self.next_deadline.store(NO_DEADLINE, Ordering::Relaxed);
         self.ack_deadline.store(NO_DEADLINE, Ordering::Relaxed);
-        let (rc, ack) = self.run_timers();
+        let (rc, ack) = self.run_timers(Instant(now));
         if let Some(d) = rc {
             self.next_deadline
                 .fetch_min(d.max(now + MIN_RESCAN_NS), Ordering::Relaxed);
@@ -1566,14 +1581,15 @@ impl SoftDevice {
         );
     }
 
-    /// Runs the QP timers that are due (retransmit, RNR, DCQCN increase, pacer) and returns
-    /// the earliest deadline still ahead of any QP, in ns since `epoch`.
-    fn run_timers(&self) -> (Option<u64>, Option<u64>) {
+    /// Runs the QP timers that are due at `now` (retransmit, RNR, DCQCN increase, pacer, held
+    /// ACKs) and returns the earliest deadlines still ahead of any QP — the state machines' and
+    /// the held ACKs' — in ns since `epoch`. One clock read per scan, the caller's: a deadline
+    /// that falls due while the scan runs waits for the next one.
+    fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
         let mut next_ack: Option<u64> = None;
         for qp in self.qp_list() {
             let mut core = qp.lock();
-            let now = self.now();
             let due = core
                 .rc
                 .as_ref()

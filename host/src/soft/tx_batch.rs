@@ -178,10 +178,14 @@ impl AckHold {
         self.held && self.urgent
     }
 
-    /// Whether the held ACK should go along with data being sent now: it is urgent, or half of
-    /// its delay has passed (it would soon need a datagram of its own).
+    /// Whether the held ACK should go along with data being sent now: it is urgent, half of its
+    /// delay has passed (it would soon need a datagram of its own), or it is due (the PSN
+    /// bound: riding, it costs no datagram of its own either).
     pub(crate) fn rides(&self, now_ns: u64) -> bool {
-        self.held && (self.urgent || now_ns.saturating_sub(self.since_ns) >= self.delay() / 2)
+        self.held
+            && (self.urgent
+                || now_ns.saturating_sub(self.since_ns) >= self.delay() / 2
+                || self.due(now_ns))
     }
 
     /// Whether the held ACK must go now.
@@ -300,6 +304,7 @@ mod test {
             "supersedes the held one"
         );
         assert!(h.due(2_000), "a quarter window unacknowledged");
+        assert!(h.rides(2_000), "a due ACK rides with data sent now");
         let mut buf = [0u8; 20];
         assert_eq!(h.take(&mut buf), Some(16));
         assert_eq!(h.take(&mut buf), None);

@@ -458,57 +458,15 @@ impl QueuePair {
             QpKind::Vfio(q) => return q.post_send(wrs),
         };
         let qpn = self.qp_num();
-        let mut wqes = Vec::with_capacity(wrs.len());
-        for (index, wr) in wrs.iter().enumerate() {
-            let bad = |reason: String| Error::Post {
-                qpn,
-                index,
-                wr_id: wr.wr_id,
-                reason,
-            };
-            let sg_list = to_sg_list(&wr.sg_list).map_err(bad)?;
-            let (opcode, remote_addr, rkey, imm) = match wr.opcode {
-                WrOpcode::Send => (SendOpcode::Send, 0, 0, 0),
-                WrOpcode::SendWithImm(imm) => (SendOpcode::SendWithImm, 0, 0, imm),
-                WrOpcode::RdmaWrite { remote_addr, rkey } => {
-                    (SendOpcode::RdmaWrite, remote_addr, rkey, 0)
-                }
-                WrOpcode::RdmaWriteWithImm {
-                    remote_addr,
-                    rkey,
-                    imm,
-                } => (SendOpcode::RdmaWriteWithImm, remote_addr, rkey, imm),
-                WrOpcode::RdmaRead { remote_addr, rkey } => {
-                    (SendOpcode::RdmaRead, remote_addr, rkey, 0)
-                }
-                WrOpcode::CompareSwap {
-                    remote_addr,
-                    rkey,
-                    compare,
-                    swap,
-                } => (
-                    SendOpcode::AtomicCmpAndSwp { compare, swap },
-                    remote_addr,
-                    rkey,
-                    0,
-                ),
-                WrOpcode::FetchAdd {
-                    remote_addr,
-                    rkey,
-                    add,
-                } => (SendOpcode::AtomicFetchAndAdd { add }, remote_addr, rkey, 0),
-            };
-            wqes.push(SendWqe {
-                wr_id: wr.wr_id,
-                opcode,
-                sg_list,
-                remote_addr,
-                rkey,
-                imm,
-                signaled: wr.signaled,
-                solicited: wr.solicited,
-            });
+        // One work request (a ping-pong's) goes without a heap allocation.
+        if let [wr] = wrs {
+            return device.post_send(shared, [send_wqe(qpn, 0, wr)?]);
         }
+        let wqes = wrs
+            .iter()
+            .enumerate()
+            .map(|(index, wr)| send_wqe(qpn, index, wr))
+            .collect::<Result<Vec<_>>>()?;
         device.post_send(shared, wqes)
     }
 
@@ -521,19 +479,27 @@ impl QueuePair {
             QpKind::Vfio(q) => return q.post_recv(wrs),
         };
         let qpn = self.qp_num();
-        let mut wqes = Vec::with_capacity(wrs.len());
-        for (index, wr) in wrs.iter().enumerate() {
+        let recv_wqe = |index: usize, wr: &RecvWr| -> Result<RecvWqe> {
             let sg_list = to_sg_list(&wr.sg_list).map_err(|reason| Error::Post {
                 qpn,
                 index,
                 wr_id: wr.wr_id,
                 reason,
             })?;
-            wqes.push(RecvWqe {
+            Ok(RecvWqe {
                 wr_id: wr.wr_id,
                 sg_list,
-            });
+            })
+        };
+        // One work request (a ping-pong's) goes without a heap allocation.
+        if let [wr] = wrs {
+            return device.post_recv(shared, [recv_wqe(0, wr)?]);
         }
+        let wqes = wrs
+            .iter()
+            .enumerate()
+            .map(|(index, wr)| recv_wqe(index, wr))
+            .collect::<Result<Vec<_>>>()?;
         device.post_recv(shared, wqes)
     }
 
@@ -617,6 +583,56 @@ impl Drop for QueuePair {
             device.destroy_qp(shared.qpn);
         }
     }
+}
+
+/// The core work request of send work request `wr`, number `index` of its post on QP `qpn`.
+///
+/// Errors: [`Error::Post`] for too many SGEs or an SGE list longer than 2^31 bytes.
+fn send_wqe(qpn: u32, index: usize, wr: &SendWr) -> Result<SendWqe> {
+    let bad = |reason: String| Error::Post {
+        qpn,
+        index,
+        wr_id: wr.wr_id,
+        reason,
+    };
+    let sg_list = to_sg_list(&wr.sg_list).map_err(bad)?;
+    let (opcode, remote_addr, rkey, imm) = match wr.opcode {
+        WrOpcode::Send => (SendOpcode::Send, 0, 0, 0),
+        WrOpcode::SendWithImm(imm) => (SendOpcode::SendWithImm, 0, 0, imm),
+        WrOpcode::RdmaWrite { remote_addr, rkey } => (SendOpcode::RdmaWrite, remote_addr, rkey, 0),
+        WrOpcode::RdmaWriteWithImm {
+            remote_addr,
+            rkey,
+            imm,
+        } => (SendOpcode::RdmaWriteWithImm, remote_addr, rkey, imm),
+        WrOpcode::RdmaRead { remote_addr, rkey } => (SendOpcode::RdmaRead, remote_addr, rkey, 0),
+        WrOpcode::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => (
+            SendOpcode::AtomicCmpAndSwp { compare, swap },
+            remote_addr,
+            rkey,
+            0,
+        ),
+        WrOpcode::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => (SendOpcode::AtomicFetchAndAdd { add }, remote_addr, rkey, 0),
+    };
+    Ok(SendWqe {
+        wr_id: wr.wr_id,
+        opcode,
+        sg_list,
+        remote_addr,
+        rkey,
+        imm,
+        signaled: wr.signaled,
+        solicited: wr.solicited,
+    })
 }
 
 fn to_sg_list(sges: &[Sge]) -> std::result::Result<heapless::Vec<Sge, MAX_SGE>, String> {
