@@ -13,6 +13,12 @@ use super::doorbell::SendBatch;
 use super::wqe::{Payload, QpType, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 use super::{wqebbs_for_ds, Error, Result, DS_LEN, MAX_RING_WQEBBS, WQEBB_LEN};
 
+/// "No WQE" for [`SqWriter::post_many_signal`]'s `signal`.
+pub const NO_SIGNAL: u16 = u16::MAX;
+
+/// Byte of the control segment that holds `fm_ce_se`.
+const CTRL_FM_CE_SE: usize = 11;
+
 /// What [`SqWriter::post`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -29,14 +35,14 @@ pub struct Posted {
 /// A work request [`SqWriter::post_many`] can take: a [`SendWr`] itself, or a [`OneSge`]
 /// that owns its gather entry (so that a closure can build it afresh for each WQE).
 pub trait AsSendWr {
-    /// Calls `f` with the work request.
-    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R;
+    /// The work request (borrowing from `self`).
+    fn send_wr(&self) -> SendWr<'_>;
 }
 
 impl AsSendWr for SendWr<'_> {
     #[inline(always)]
-    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R {
-        f(self)
+    fn send_wr(&self) -> SendWr<'_> {
+        *self
     }
 }
 
@@ -53,15 +59,26 @@ pub struct OneSge {
 
 impl AsSendWr for OneSge {
     #[inline(always)]
-    fn with_wr<R>(&self, f: impl FnOnce(&SendWr<'_>) -> R) -> R {
-        let sges = [self.sge];
-        f(&SendWr {
+    fn send_wr(&self) -> SendWr<'_> {
+        SendWr {
             op: self.op,
             flags: self.flags,
             transport: TransportSeg::None,
-            payload: Payload::Gather(&sges),
-        })
+            payload: Payload::Gather(core::slice::from_ref(&self.sge)),
+        }
     }
+}
+
+/// What [`SqWriter::run`] wrote.
+struct Run<W> {
+    /// WQEs written.
+    k: u16,
+    /// Bytes 0..8 of the last one's control segment, as a big-endian word (when k > 0).
+    head: u64,
+    /// Whether any carried inline data.
+    inline: bool,
+    /// The request the run stopped at, when it is not a valid one-WQEBB WQE.
+    other: Option<W>,
 }
 
 /// The error of a post that does not fit: larger than the ring, or more than is free.
@@ -228,73 +245,202 @@ impl<'r> SqWriter<'r> {
     /// # Errors
     /// As [`post`](Self::post), for the first request that fails.
     #[inline(always)]
-    pub fn post_many<W, F>(&mut self, count: u16, mut make: F) -> (u16, Result<()>)
+    pub fn post_many<W, F>(&mut self, count: u16, make: F) -> (u16, Result<()>)
     where
         W: AsSendWr,
         F: FnMut(u16) -> W,
     {
-        let mut done: u16 = 0;
-        while done < count {
-            // One-WQEBB WQEs that fit in the free window, written back to back.
-            let room = ((self.limit - self.pos.min(self.limit)) / WQEBB_LEN) as u16;
-            let run = (count - done).min(room);
-            let idx0 = self.pc as u16;
-            let mut k: u16 = 0;
-            let mut head = self.last_head;
-            let mut inline = false;
-            let mut other = None;
-            if run > 0 {
-                let window = &mut self.ring[self.pos..self.pos + run as usize * WQEBB_LEN];
-                let (qp_type, qpn, bits) = (self.qp_type, self.qpn, self.signal_bits);
-                while k < run {
-                    let item = make(done + k);
-                    let fits = item.with_wr(|wr| {
-                        let ds = match wr.check(qp_type) {
-                            Ok(ds) if ds * DS_LEN <= WQEBB_LEN => ds,
-                            // Several WQEBBs, or invalid: `post` takes it (and reports it).
-                            _ => return false,
-                        };
-                        let ctrl = wr.ctrl(idx0.wrapping_add(k), qpn, ds, bits);
-                        let off = k as usize * WQEBB_LEN;
-                        wr.write_flat(&mut window[off..off + ds * DS_LEN], &ctrl);
-                        head = ctrl.head();
-                        inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
-                        true
-                    });
-                    if !fits {
-                        super::wqe::cold();
-                        other = Some(item);
-                        break;
-                    }
-                    k += 1;
-                }
-                self.finish_run(idx0, k, head, inline);
-                done += k;
-            }
-            if done < count {
-                // A WQE the run could not take, the ring end, or a full ring: the general way.
-                let item = match other {
-                    Some(item) => item,
-                    None => make(done),
-                };
-                match item.with_wr(|wr| self.post(wr)) {
-                    Ok(_) => done += 1,
-                    Err(e) => return (done, Err(e)),
-                }
-            }
-        }
-        (done, Ok(()))
+        self.post_many_signal(count, NO_SIGNAL, make)
     }
 
-    /// Accounts for `k` one-WQEBB WQEs written from index `idx0` by `post_many`.
+    /// [`post_many`](Self::post_many), and WQE number `signal` of the call (counted from 0,
+    /// as `make`'s argument) is signaled (`CQ_UPDATE`) whatever its request's flags say;
+    /// [`NO_SIGNAL`] (or any value ≥ `count`) for none. The same WQE bytes as `post_many`
+    /// with that request's `flags.signaled` set.
+    ///
+    /// This is how a batch that signals one WQE in K (the [`Batcher`](super::Batcher)) posts
+    /// without a per-WQE choice of flags: every WQE of the run is written from the request
+    /// as it is, then the one control-segment byte of the signaled WQE is updated, before any
+    /// doorbell announces it.
+    ///
+    /// # Errors
+    /// As [`post`](Self::post), for the first request that fails.
     #[inline(always)]
-    fn finish_run(&mut self, idx0: u16, k: u16, head: u64, inline: bool) {
-        if k > 0 {
-            self.pc = idx0.wrapping_add(k) as u32;
-            self.pos += k as usize * WQEBB_LEN;
-            self.batch_nreq += k as u32;
-            self.last_head = head;
-            self.batch_inline |= inline;
+    pub fn post_many_signal<W, F>(&mut self, count: u16, signal: u16, make: F) -> (u16, Result<()>)
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+    {
+        self.post_many_from(0, count, signal, make, None)
+    }
+
+    /// [`post_many_signal`](Self::post_many_signal) from request `done` on, `other` (when
+    /// given) being request `done` already built.
+    #[inline(always)]
+    pub(crate) fn post_many_from<W, F>(
+        &mut self,
+        mut done: u16,
+        count: u16,
+        signal: u16,
+        mut make: F,
+        mut other: Option<W>,
+    ) -> (u16, Result<()>)
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+    {
+        loop {
+            if other.is_none() {
+                // One-WQEBB WQEs that fit in the free window, written back to back.
+                let room = (self.limit.saturating_sub(self.pos) / WQEBB_LEN) as u16;
+                let n = (count - done).min(room);
+                if n > 0 {
+                    let r = self.run(done, n, signal, &mut make);
+                    self.account(&r);
+                    done += r.k;
+                    other = r.other;
+                }
+            }
+            if done == count {
+                return (count, Ok(()));
+            }
+            // A WQE the run could not take, the ring end, or a full ring: the general way,
+            // out of line.
+            let item = match other.take() {
+                Some(item) => item,
+                None => make(done),
+            };
+            match self.post_cold(&item.send_wr(), done == signal) {
+                Ok(_) => done += 1,
+                Err(e) => return (done, Err(e)),
+            }
+        }
+    }
+
+    /// For the [`Batcher`](super::Batcher): when nothing is pending and `count` one-WQEBB
+    /// slots are free before the ring end (one comparison), writes requests `make(0)`, …,
+    /// `make(count - 1)` there as one run, WQE `signal` signaled as in
+    /// [`post_many_signal`](Self::post_many_signal), and returns the doorbell batch for them
+    /// (what [`take_batch`](Self::take_batch) would return), nothing left pending.
+    /// Otherwise `Err((k, other))`: the first `k` WQEs were written and are pending, and
+    /// `other` is request `k` when the run stopped at it (not a valid one-WQEBB WQE); `(0,
+    /// None)` when the window was too small or WQEs were pending (nothing written).
+    #[inline(always)]
+    pub(crate) fn post_whole_batch<W, F>(
+        &mut self,
+        count: u16,
+        signal: u16,
+        make: &mut F,
+    ) -> core::result::Result<SendBatch, (u16, Option<W>)>
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+    {
+        if self.batch_nreq != 0 || self.pos + count as usize * WQEBB_LEN > self.limit {
+            return Err((0, None));
+        }
+        let first = self.pc as u16;
+        let r = self.run(0, count, signal, make);
+        if r.k != count {
+            super::wqe::cold();
+            self.account(&r);
+            return Err((r.k, r.other));
+        }
+        // Nothing pending before or after: the batch state stays empty, starting at `pc`.
+        self.batch_first = self.pc;
+        Ok(SendBatch {
+            first_index: first,
+            end_index: self.pc as u16,
+            nreq: count,
+            inline: r.inline,
+            last_index: (r.head >> 40) as u16,
+            last_ds: r.head as u8 & DS_MASK,
+            last_ctrl: r.head.to_be_bytes(),
+        })
+    }
+
+    /// [`post`](Self::post) out of line, the request signaled when `signal`.
+    #[inline(never)]
+    fn post_cold(&mut self, wr: &SendWr<'_>, signal: bool) -> Result<Posted> {
+        if signal && !wr.flags.signaled {
+            let mut w = *wr;
+            w.flags.signaled = true;
+            self.post(&w)
+        } else {
+            self.post(wr)
+        }
+    }
+
+    /// Writes requests `make(done)`, …, `make(done + n - 1)` as one-WQEBB WQEs into the next
+    /// `n` slots, which the caller has checked are free and before the ring end, with one
+    /// bounds check for all of them; the producer counter and position are updated once
+    /// (the pending batch is the caller's: [`account`](Self::account)). Stops early at a
+    /// request that is not a valid one-WQEBB WQE.
+    #[inline(always)]
+    fn run<W, F>(&mut self, done: u16, n: u16, signal: u16, make: &mut F) -> Run<W>
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+    {
+        let pos0 = self.pos;
+        let window = &mut self.ring[pos0..pos0 + n as usize * WQEBB_LEN];
+        let (qp_type, qpn, bits) = (self.qp_type, self.qpn, self.signal_bits);
+        // The WQE index in bits 55..40 of the control head, added rather than ORed (the
+        // head of `ctrl(0, ..)` has zeros there) so that it is carried from WQE to WQE by
+        // one addition. The run ends at the ring end at the latest, and 2^16 is a multiple
+        // of the ring size, so `pc + k` stays below 2^16 inside it: no carry into opmod.
+        let mut idx_bits = (self.pc as u64) << 40;
+        // The last WQE's head without its index (added after the run: for WQEs of one
+        // shape a constant, not a second running sum).
+        let mut head = 0;
+        let mut inline = false;
+        let mut k: u16 = 0;
+        let mut other = None;
+        for slot in window.as_chunks_mut::<WQEBB_LEN>().0.iter_mut() {
+            let item = make(done + k);
+            let wr = item.send_wr();
+            let ds = match wr.check(qp_type) {
+                Ok(ds) if ds * DS_LEN <= WQEBB_LEN => ds,
+                // Several WQEBBs, or invalid: `post` takes it (and reports it).
+                _ => {
+                    super::wqe::cold();
+                    other = Some(item);
+                    break;
+                }
+            };
+            let ctrl = wr.ctrl(0, qpn, ds, bits);
+            let h = ctrl.head();
+            wr.write_flat_words(&mut slot[..ds * DS_LEN], h + idx_bits, ctrl.tail());
+            head = h;
+            inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
+            k += 1;
+            idx_bits += 1 << 40;
+        }
+        // The signaled WQE, when it is in this run: its `fm_ce_se` byte (ctrl byte 11).
+        let s = signal.wrapping_sub(done);
+        if s < k {
+            window[s as usize * WQEBB_LEN + CTRL_FM_CE_SE] |= FmCeSe::CQ_UPDATE;
+        }
+        // (Meaningful only when k > 0.)
+        let last_idx = (self.pc as u64 + k as u64).wrapping_sub(1);
+        // A run ends at the ring end at the latest, so at 2^16 at the latest.
+        self.pc = (self.pc + k as u32) & 0xffff;
+        self.pos += k as usize * WQEBB_LEN;
+        Run {
+            k,
+            head: head.wrapping_add(last_idx << 40),
+            inline,
+            other,
+        }
+    }
+
+    /// Adds the WQEs of `r` to the pending batch.
+    #[inline(always)]
+    fn account<W>(&mut self, r: &Run<W>) {
+        if r.k > 0 {
+            self.batch_nreq += r.k as u32;
+            self.last_head = r.head;
+            self.batch_inline |= r.inline;
         }
     }
 
