@@ -24,6 +24,11 @@ use rdmesh_core::mlx5::{
 };
 
 const RING_WQEBBS: usize = 256;
+
+/// The send queue, aligned as the C loop's (`aligned(64)`) and as a real SQ buffer (page
+/// aligned): a `Vec<u8>` may start mid-cache-line, and then WQEs straddle lines.
+#[repr(C, align(64))]
+struct Ring([u8; RING_WQEBBS * 64]);
 const QPN: u32 = 0xabc;
 
 fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
@@ -45,7 +50,7 @@ fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
 /// The doorbell record is an atomic so that every store happens (the C side's is volatile).
 /// The loop state lives in locals, as in the C loop.
 struct Single {
-    ring: Vec<u8>,
+    ring: Box<Ring>,
     dbrec: [AtomicU32; 2],
     pc: u16,
     i: u64,
@@ -54,7 +59,7 @@ struct Single {
 impl Single {
     fn new() -> Single {
         Single {
-            ring: vec![0u8; RING_WQEBBS * 64],
+            ring: Box::new(Ring([0; RING_WQEBBS * 64])),
             dbrec: [AtomicU32::new(0), AtomicU32::new(0)],
             pc: 0,
             i: 0,
@@ -62,7 +67,7 @@ impl Single {
     }
 
     fn run(&mut self, iters: u64) {
-        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
         let dbrec = &self.dbrec[1];
@@ -96,7 +101,7 @@ impl Single {
 /// Batches of `n` WQEs through a [`Batcher`] ([`Batcher::post_many`], one call per batch),
 /// executing each doorbell effect as the batcher hands it over.
 struct Batched {
-    ring: Vec<u8>,
+    ring: Box<Ring>,
     dbrec: [AtomicU32; 2],
     uar: Vec<AtomicU64>,
     pc: u16,
@@ -113,7 +118,7 @@ impl Batched {
             bf: BfMode::Off,
         };
         Batched {
-            ring: vec![0u8; RING_WQEBBS * 64],
+            ring: Box::new(Ring([0; RING_WQEBBS * 64])),
             dbrec: [AtomicU32::new(0), AtomicU32::new(0)],
             uar: (0..0x1000 / 8).map(|_| AtomicU64::new(0)).collect(),
             pc: 0,
@@ -125,7 +130,7 @@ impl Batched {
     fn run(&mut self, iters: u64) {
         let mut batcher = self.batcher;
         let n = batcher.policy().max_batch;
-        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
         let (dbrec, uar) = (&self.dbrec, &self.uar[..]);
@@ -142,33 +147,41 @@ impl Batched {
         };
         let mut i = self.i;
         // As the C loop: `iters / n` doorbells of n WQEs each.
-        for _ in 0..iters / n as u64 {
+        let mut left = iters / n as u64;
+        while left > 0 {
+            // Ring management outside the posting loop, as in `Single`: retire everything
+            // when the ring cannot take another batch (no device here), then post as many
+            // batches as fit.
             if sq.free() < n {
                 sq.retire(sq.pc().wrapping_sub(1)).unwrap();
             }
-            // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
-            // by the closure, written by `SqWriter::post_many`, rung through `exec`.
-            let (_, r) = batcher.post_many(
-                &mut sq,
-                n,
-                |_| {
-                    let wr = (
-                        WrOp::RdmaWrite {
-                            raddr: 0x7f00_0000_0000 + i * 64,
-                            rkey: 0x1234,
-                        },
-                        Sge {
-                            addr: 0x5500_0000_0000 + i * 64,
-                            lkey: 0x5678,
-                            len: 64,
-                        },
-                    );
-                    i += 1;
-                    wr
-                },
-                &mut exec,
-            );
-            r.unwrap();
+            let k = left.min(u64::from(sq.free() / n));
+            left -= k;
+            for _ in 0..k {
+                // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
+                // by the closure, written by `SqWriter::post_many`, rung through `exec`.
+                let (_, r) = batcher.post_many(
+                    &mut sq,
+                    n,
+                    |_| {
+                        let wr = (
+                            WrOp::RdmaWrite {
+                                raddr: 0x7f00_0000_0000 + i * 64,
+                                rkey: 0x1234,
+                            },
+                            Sge {
+                                addr: 0x5500_0000_0000 + i * 64,
+                                lkey: 0x5678,
+                                len: 64,
+                            },
+                        );
+                        i += 1;
+                        wr
+                    },
+                    &mut exec,
+                );
+                r.unwrap();
+            }
         }
         self.i = i;
         self.pc = sq.pc();
@@ -242,8 +255,12 @@ fn c_ns(exe: &PathBuf, args: &[String]) -> Result<f64, String> {
 }
 
 fn ratio_report() {
-    const ITERS: u64 = 4_000_000;
-    const REPEATS: u32 = 7;
+    let ITERS: u64 = std::env::var("ITERS")
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(4_000_000);
+    let REPEATS: u32 = std::env::var("REPEATS")
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(7);
     let c = c_reference();
     if let Err(e) = &c {
         println!("mlx5_wqe: C reference unavailable: {e}");

@@ -260,9 +260,12 @@ impl Batcher {
                 one(op, sge, false)
             };
             match sq.post_whole_batch(count, signal, &mut mk) {
-                Ok(batch) => {
+                Ok((first, end, last_ctrl)) => {
                     self.since_signal = after(since, count);
-                    self.bfreg.ring_send_to(&batch, self.policy.bf, sink);
+                    // More than one WQE (a batch of one went to `post_to`), none inline: never
+                    // BlueFlame, the 8-byte doorbell.
+                    self.bfreg
+                        .ring_send_doorbell_to(first, end, last_ctrl, sink);
                     return (count, Ok(()));
                 }
                 Err((k, o)) => {

@@ -320,18 +320,21 @@ impl<'r> SqWriter<'r> {
     /// For the [`Batcher`](super::Batcher): when nothing is pending and `count` one-WQEBB
     /// slots are free before the ring end (one comparison), writes requests `make(0)`, …,
     /// `make(count - 1)` there as one run, WQE `signal` signaled as in
-    /// [`post_many_signal`](Self::post_many_signal), and returns the doorbell batch for them
-    /// (what [`take_batch`](Self::take_batch) would return), nothing left pending.
+    /// [`post_many_signal`](Self::post_many_signal), and returns what the doorbell for them
+    /// needs — the first WQE index, the producer counter after them and the first 8 bytes of
+    /// the last control segment as in memory (what [`take_batch`](Self::take_batch) would
+    /// report; no inline data, gather lists only) — nothing left pending.
     /// Otherwise `Err((k, other))`: the first `k` WQEs were written and are pending, and
-    /// `other` is request `k` when the run stopped at it (not a valid one-WQEBB WQE); `(0,
-    /// None)` when the window was too small or WQEs were pending (nothing written).
+    /// `other` is request `k` when the run stopped at it (not a valid one-WQEBB WQE, or inline
+    /// data); `(0, None)` when the window was too small or WQEs were pending (nothing
+    /// written).
     #[inline(always)]
     pub(crate) fn post_whole_batch<W, F>(
         &mut self,
         count: u16,
         signal: u16,
         make: &mut F,
-    ) -> core::result::Result<SendBatch, (u16, Option<W>)>
+    ) -> core::result::Result<(u16, u16, [u8; 8]), (u16, Option<W>)>
     where
         W: AsSendWr,
         F: FnMut(u16) -> W,
@@ -341,22 +344,14 @@ impl<'r> SqWriter<'r> {
         }
         let first = self.pc as u16;
         let r = self.run(0, count, signal, make);
-        if r.k != count {
+        if r.k != count || r.inline {
             super::wqe::cold();
             self.account(&r);
             return Err((r.k, r.other));
         }
         // Nothing pending before or after: the batch state stays empty, starting at `pc`.
         self.batch_first = self.pc;
-        Ok(SendBatch {
-            first_index: first,
-            end_index: self.pc as u16,
-            nreq: count,
-            inline: r.inline,
-            last_index: (r.head >> 40) as u16,
-            last_ds: r.head as u8 & DS_MASK,
-            last_ctrl: r.head.to_be_bytes(),
-        })
+        Ok((first, self.pc as u16, r.head.to_be_bytes()))
     }
 
     /// [`post`](Self::post) out of line, the request signaled when `signal`.
