@@ -255,12 +255,8 @@ fn c_ns(exe: &PathBuf, args: &[String]) -> Result<f64, String> {
 }
 
 fn ratio_report() {
-    let ITERS: u64 = std::env::var("ITERS")
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(4_000_000);
-    let REPEATS: u32 = std::env::var("REPEATS")
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(7);
+    const ITERS: u64 = 4_000_000;
+    const REPEATS: u32 = 7;
     let c = c_reference();
     if let Err(e) = &c {
         println!("mlx5_wqe: C reference unavailable: {e}");

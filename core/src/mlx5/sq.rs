@@ -111,10 +111,13 @@ pub struct SqWriter<'r> {
     // Bytes 0..8 of the last WQE's control segment as a big-endian word: the doorbell value,
     // and (bits 55..40, 5..0) the last WQE index and DS, without reading the ring back.
     last_head: u64,
-    // The free WQEBBs from the producer's slot that do not wrap: bytes [pos, limit) of the
-    // ring. A post that fits is one comparison (ring full and ring end at once); `limit`
-    // moves only on retire and at the ring end (pos + 64 · free stays constant as pc advances).
-    pos: usize,
+    // The free WQEBBs from the producer's slot that do not wrap: bytes [limit - room, limit)
+    // of the ring. A post that fits is one comparison (ring full and ring end at once);
+    // `limit` moves only on retire and at the ring end. Kept as a count down from a fixed end
+    // rather than as a position: the slot's address is then computed once per WQE and its
+    // stores take a plain base + displacement address, not base + index (about 25 % faster
+    // for a WQE's six stores on the AMD Zen 4 this was measured on, docs/benchmarks.md).
+    room: usize,
     limit: usize,
 }
 
@@ -147,7 +150,7 @@ impl<'r> SqWriter<'r> {
             batch_nreq: 0,
             batch_inline: false,
             last_head: 0,
-            pos: 0,
+            room: n * WQEBB_LEN,
             limit: n * WQEBB_LEN,
         })
     }
@@ -163,12 +166,13 @@ impl<'r> SqWriter<'r> {
         self
     }
 
-    /// Recomputes `pos` and `limit` from the counters.
+    /// Recomputes `room` and `limit` from the counters.
     #[inline]
     fn rewindow(&mut self) {
-        self.pos = (self.pc as u16 & self.mask) as usize * WQEBB_LEN;
+        let pos = (self.pc as u16 & self.mask) as usize * WQEBB_LEN;
         let free = self.free() as usize * WQEBB_LEN;
-        self.limit = (self.pos + free).min(self.ring.len());
+        self.limit = (pos + free).min(self.ring.len());
+        self.room = self.limit - pos;
     }
 
     /// Signal every WQE, as a QP created with `sq_sig_all` does (rdma-core `sq_signal_bits =
@@ -195,14 +199,19 @@ impl<'r> SqWriter<'r> {
         let n = wqebbs_for_ds(ds);
         let idx = self.pc as u16;
         let ctrl = wr.ctrl(idx, self.qpn, ds, self.signal_bits);
-        let pos = self.pos;
-        // `limit` never exceeds the ring (see `rewindow`), so the first slice is free of
-        // cost in practice; the second check is "fits before the ring end and the consumer".
-        let room = &mut self.ring[..self.limit];
-        match room.get_mut(pos..pos + n * WQEBB_LEN) {
+        let len = n * WQEBB_LEN;
+        // "Fits before the ring end and the consumer"; then the slot's bounds check, which
+        // cannot fail (`limit` never exceeds the ring, see `rewindow`).
+        let slot = if len <= self.room {
+            let end = self.limit - self.room + len;
+            self.ring.get_mut(end - len..end)
+        } else {
+            None
+        };
+        match slot {
             Some(slot) => {
                 wr.write_flat(&mut slot[..ds * DS_LEN], &ctrl);
-                self.pos = pos + n * WQEBB_LEN;
+                self.room -= len;
             }
             None => {
                 // Full, or reaching the ring end: the general path (kept inline so that the
@@ -292,7 +301,7 @@ impl<'r> SqWriter<'r> {
         loop {
             if other.is_none() {
                 // One-WQEBB WQEs that fit in the free window, written back to back.
-                let room = (self.limit.saturating_sub(self.pos) / WQEBB_LEN) as u16;
+                let room = (self.room / WQEBB_LEN) as u16;
                 let n = (count - done).min(room);
                 if n > 0 {
                     let r = self.run(done, n, signal, &mut make);
@@ -339,7 +348,7 @@ impl<'r> SqWriter<'r> {
         W: AsSendWr,
         F: FnMut(u16) -> W,
     {
-        if self.batch_nreq != 0 || self.pos + count as usize * WQEBB_LEN > self.limit {
+        if self.batch_nreq != 0 || count as usize * WQEBB_LEN > self.room {
             return Err((0, None));
         }
         let first = self.pc as u16;
@@ -377,7 +386,7 @@ impl<'r> SqWriter<'r> {
         W: AsSendWr,
         F: FnMut(u16) -> W,
     {
-        let pos0 = self.pos;
+        let pos0 = self.limit - self.room;
         let window = &mut self.ring[pos0..pos0 + n as usize * WQEBB_LEN];
         let (qp_type, qpn, bits) = (self.qp_type, self.qpn, self.signal_bits);
         // The WQE index in bits 55..40 of the control head, added rather than ORed (the
@@ -420,7 +429,7 @@ impl<'r> SqWriter<'r> {
         let last_idx = (self.pc as u64 + k as u64).wrapping_sub(1);
         // A run ends at the ring end at the latest, so at 2^16 at the latest.
         self.pc = (self.pc + k as u32) & 0xffff;
-        self.pos += k as usize * WQEBB_LEN;
+        self.room -= k as usize * WQEBB_LEN;
         Run {
             k,
             head: head.wrapping_add(last_idx << 40),
