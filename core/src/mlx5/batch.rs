@@ -260,20 +260,20 @@ impl Batcher {
                 one(op, sge, false)
             };
             match sq.post_whole_batch(count, signal, &mut mk) {
-                Ok((first, end, last_ctrl)) => {
+                Ok(b) => {
                     self.since_signal = after(since, count);
                     // More than one WQE (a batch of one went to `post_to`), none inline: never
                     // BlueFlame, the 8-byte doorbell.
                     self.bfreg
-                        .ring_send_doorbell_to(first, end, last_ctrl, sink);
+                        .ring_send_doorbell_to(b.first_index, b.end_index, b.last_ctrl, sink);
                     return (count, Ok(()));
                 }
-                Err((k, o)) => {
+                Err(p) => {
                     // Pending WQEs, a full window or the ring end, or a request that is not
                     // a one-WQEBB WQE: the general way from WQE `k` on.
-                    self.since_signal = after(since, k);
-                    done = k;
-                    other = o;
+                    self.since_signal = after(since, p.k);
+                    done = p.k;
+                    other = p.other;
                 }
             }
         }
