@@ -19,8 +19,8 @@ use std::time::Instant;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rdmesh_core::mlx5::doorbell::BfMode;
 use rdmesh_core::mlx5::{
-    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, QpType, SendFlags, SendWr, Sge,
-    SqWriter, TransportSeg, WrOp,
+    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, OneSge, Payload, QpType, SendFlags, SendWr,
+    Sge, SqWriter, TransportSeg, WrOp,
 };
 
 const RING_WQEBBS: usize = 256;
@@ -92,6 +92,53 @@ impl Single {
                 compiler_fence(Ordering::SeqCst);
                 dbrec.store(u32::from_ne_bytes(sq.dbrec()), Ordering::Relaxed);
             }
+        }
+        self.i = i;
+        self.pc = sq.pc();
+    }
+
+    /// The same work with [`SqWriter::post_many_announced`]: the WQEs that fit are written
+    /// by one loop, the doorbell record stored after each WQE (inside `announce`).
+    fn run_announced(&mut self, iters: u64) {
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
+            .unwrap()
+            .with_counter(self.pc);
+        let dbrec = &self.dbrec[1];
+        let mut i = self.i;
+        let mut left = iters;
+        while left > 0 {
+            if sq.free() == 0 {
+                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
+            }
+            let k = left.min(sq.free() as u64);
+            left -= k;
+            let (_, r) = sq.post_many_announced(
+                k as u16,
+                |_| {
+                    let wr = OneSge {
+                        op: WrOp::RdmaWrite {
+                            raddr: 0x7f00_0000_0000 + i * 64,
+                            rkey: 0x1234,
+                        },
+                        flags: SendFlags {
+                            signaled: true,
+                            ..SendFlags::default()
+                        },
+                        sge: Sge {
+                            addr: 0x5500_0000_0000 + i * 64,
+                            lkey: 0x5678,
+                            len: 64,
+                        },
+                    };
+                    i += 1;
+                    wr
+                },
+                |record| {
+                    compiler_fence(Ordering::SeqCst);
+                    dbrec.store(u32::from_ne_bytes(record), Ordering::Relaxed);
+                },
+            );
+            r.unwrap();
         }
         self.i = i;
         self.pc = sq.pc();
@@ -275,6 +322,25 @@ fn ratio_report() {
             rust / cns
         ),
         Err(e) => println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {rust:.2} ns/WQE (C: {e})"),
+    }
+    let mut s = Single::new();
+    let rust = ns_per_wqe(ITERS, REPEATS, |n| s.run_announced(n));
+    match c.as_ref().map_err(Clone::clone).and_then(|exe| {
+        c_ns(
+            exe,
+            &["single".into(), ITERS.to_string(), REPEATS.to_string()],
+        )
+    }) {
+        Ok(cns) => println!(
+            "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh \
+             SqWriter::post_many_announced {rust:.2} ns/WQE, C mlx5dv.h -O2 {cns:.2} ns/WQE, \
+             ratio rdmesh/C {:.2}x",
+            rust / cns
+        ),
+        Err(e) => println!(
+            "mlx5_wqe: RDMA WRITE WQE + dbrec (post_many_announced): rdmesh {rust:.2} ns/WQE \
+             (C: {e})"
+        ),
     }
     for n in [1u16, 8, 32, 64] {
         let mut b = Batched::new(n);

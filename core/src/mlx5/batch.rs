@@ -274,6 +274,10 @@ impl Batcher {
                     self.since_signal = after(since, p.k);
                     done = p.k;
                     other = p.other;
+                    if done == count && sq.batch_len() >= self.policy.max_batch {
+                        // All written (inline data made it leave the one-run path): ring.
+                        self.flush_to(sq, sink);
+                    }
                 }
             }
         }
@@ -299,6 +303,7 @@ impl Batcher {
                     one(op, sge, false)
                 },
                 other.take(),
+                |_| {},
             );
             self.since_signal = after(since, n);
             done += n;

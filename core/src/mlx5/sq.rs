@@ -320,23 +320,57 @@ impl<'r> SqWriter<'r> {
         W: AsSendWr,
         F: FnMut(u16) -> W,
     {
-        self.post_many_from(0, count, signal, make, None)
+        self.post_many_from(0, count, signal, make, None, |_| {})
+    }
+
+    /// [`post_many`](Self::post_many) for a caller that announces every WQE as soon as it is
+    /// written, as one `ibv_post_send` call per request does: `announce(dbrec)` runs after each
+    /// WQE's bytes are in the ring, with the send doorbell-record word for the producer counter
+    /// after it (what [`dbrec`](Self::dbrec) returns then: `htobe32(pc & 0xffff)`, as bytes);
+    /// the caller's barrier and record store go there. The same WQE bytes and counters as
+    /// `count` calls of [`post`](Self::post), each followed by `announce(self.dbrec())`.
+    ///
+    /// The difference with `post` in a loop is in the generated code: the WQEs that fit in the
+    /// free window are written by one loop that steps a pointer through their slots (see
+    /// [`post_many`](Self::post_many)), where a `post` per request addresses its slot as ring
+    /// + offset (base + index stores).
+    ///
+    /// # Errors
+    /// As [`post`](Self::post), for the first request that fails (`announce` has run for every
+    /// WQE before it).
+    #[inline(always)]
+    pub fn post_many_announced<W, F, A>(
+        &mut self,
+        count: u16,
+        make: F,
+        announce: A,
+    ) -> (u16, Result<()>)
+    where
+        W: AsSendWr,
+        F: FnMut(u16) -> W,
+        A: FnMut([u8; 4]),
+    {
+        self.post_many_from(0, count, NO_SIGNAL, make, None, announce)
     }
 
     /// [`post_many_signal`](Self::post_many_signal) from request `done` on, `other` (when
-    /// given) being request `done` already built.
+    /// given) being request `done` already built; `announce` as in
+    /// [`post_many_announced`](Self::post_many_announced) (with `signal` = [`NO_SIGNAL`]
+    /// only: the signal is set after a run, which must not follow an announce).
     #[inline(always)]
-    pub(crate) fn post_many_from<W, F>(
+    pub(crate) fn post_many_from<W, F, A>(
         &mut self,
         mut done: u16,
         count: u16,
         signal: u16,
         mut make: F,
         mut other: Option<W>,
+        mut announce: A,
     ) -> (u16, Result<()>)
     where
         W: AsSendWr,
         F: FnMut(u16) -> W,
+        A: FnMut([u8; 4]),
     {
         loop {
             if other.is_none() {
@@ -344,7 +378,7 @@ impl<'r> SqWriter<'r> {
                 let room = (self.room / WQEBB_LEN) as u16;
                 let n = (count - done).min(room);
                 if n > 0 {
-                    let r = self.run(done, n, signal, &mut make);
+                    let r = self.run(done, n, signal, &mut make, &mut announce);
                     self.account(&r);
                     done += r.k;
                     other = r.other;
@@ -360,7 +394,10 @@ impl<'r> SqWriter<'r> {
                 None => make(done),
             };
             match self.post_cold(&item.send_wr(), done == signal) {
-                Ok(_) => done += 1,
+                Ok(_) => {
+                    announce(self.dbrec());
+                    done += 1;
+                }
                 Err(e) => return (done, Err(e)),
             }
         }
@@ -392,7 +429,7 @@ impl<'r> SqWriter<'r> {
             return Err(Partial { k: 0, other: None });
         }
         let first = self.pc as u16;
-        let r = self.run(0, count, signal, make);
+        let r = self.run(0, count, signal, make, &mut |_| {});
         if r.k != count || r.inline {
             super::wqe::cold();
             self.account(&r);
@@ -428,10 +465,18 @@ impl<'r> SqWriter<'r> {
     /// (the pending batch is the caller's: [`account`](Self::account)). Stops early at a
     /// request that is not a valid one-WQEBB WQE.
     #[inline(always)]
-    fn run<W, F>(&mut self, done: u16, n: u16, signal: u16, make: &mut F) -> Run<W>
+    fn run<W, F, A>(
+        &mut self,
+        done: u16,
+        n: u16,
+        signal: u16,
+        make: &mut F,
+        announce: &mut A,
+    ) -> Run<W>
     where
         W: AsSendWr,
         F: FnMut(u16) -> W,
+        A: FnMut([u8; 4]),
     {
         let pos0 = self.limit - self.room;
         let window = &mut self.ring[pos0..pos0 + n as usize * WQEBB_LEN];
@@ -466,6 +511,8 @@ impl<'r> SqWriter<'r> {
             inline |= matches!(wr.payload, super::Payload::Inline(b) if !b.is_empty());
             k += 1;
             idx_bits += 1 << 40;
+            // (Nothing when the caller announces nothing: the closure is empty.)
+            announce(((self.pc + k as u32) & 0xffff).to_be_bytes());
         }
         // The signaled WQE, when it is in this run: its `fm_ce_se` byte (ctrl byte 11).
         let s = signal.wrapping_sub(done);
@@ -774,6 +821,68 @@ mod test {
             next += n + u16::from(n < count);
             if a.free() < 6 {
                 // Retire everything (the last WQE may span WQEBBs: find its start).
+                let pc = a.pc();
+                let start = (1..=16u16)
+                    .map(|d| pc.wrapping_sub(d))
+                    .find(|&i| a.retire(i).is_ok())
+                    .unwrap();
+                b.retire(start).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn test_post_many_announced_matches_post_and_dbrec() {
+        // One-WQEBB WRITEs and 3-WQEBB inline SENDs, through the ring end, the 16-bit counter
+        // wrap and a full ring: the same bytes and counters as `post` per request, and one
+        // announce per posted WQE with the record `dbrec()` gives right after it.
+        let inl = [0x5au8; 100];
+        let sge = [Sge {
+            addr: 0x1000,
+            lkey: 7,
+            len: 64,
+        }];
+        let make = |k: u16| -> SendWr<'_> {
+            if k % 7 == 3 {
+                SendWr {
+                    payload: Payload::Inline(&inl),
+                    ..SendWr::new(WrOp::Send)
+                }
+            } else {
+                write(&sge)
+            }
+        };
+        let mut ring_a = [0u8; 16 * 64];
+        let mut ring_b = [0u8; 16 * 64];
+        let mut a = SqWriter::new(&mut ring_a, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfff6);
+        let mut b = SqWriter::new(&mut ring_b, 5, QpType::Rc)
+            .unwrap()
+            .with_counter(0xfff6);
+        let mut next = 0u16;
+        for count in [5u16, 9, 2, 14] {
+            let mut want_rec: heapless::Vec<[u8; 4], 16> = heapless::Vec::new();
+            let mut want = (count, Ok(()));
+            for j in 0..count {
+                match a.post(&make(next + j)) {
+                    Ok(_) => want_rec.push(a.dbrec()).unwrap(),
+                    Err(e) => {
+                        want = (j, Err(e));
+                        break;
+                    }
+                }
+            }
+            let mut got_rec: heapless::Vec<[u8; 4], 16> = heapless::Vec::new();
+            let got =
+                b.post_many_announced(count, |j| make(next + j), |r| got_rec.push(r).unwrap());
+            assert_eq!(got, want, "count {count} from {next}");
+            assert_eq!(got_rec, want_rec);
+            assert_eq!(a.ring(), b.ring());
+            assert_eq!((a.pc(), a.free()), (b.pc(), b.free()));
+            assert_eq!(a.take_batch(), b.take_batch());
+            next += got.0 + u16::from(got.0 < count);
+            if a.free() < 8 {
                 let pc = a.pc();
                 let start = (1..=16u16)
                     .map(|d| pc.wrapping_sub(d))
