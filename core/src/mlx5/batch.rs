@@ -196,8 +196,12 @@ impl Batcher {
     /// whenever `max_batch` are pending — with the same WQEs and doorbells as `count` calls
     /// of [`post_to`](Self::post_to) with [`Post::new`]; returns how many were posted.
     ///
-    /// The WQEs between two doorbells go through [`SqWriter::post_many`]: one bounds check
-    /// and one counter update per run, the per-WQE work is the WQE's stores.
+    /// The WQEs between two doorbells go through [`SqWriter::post_many_signal`] (one bounds
+    /// check and one counter update per run, the per-WQE work is the WQE's stores, the
+    /// signaled WQE marked after the run). A whole batch — nothing pending, `count` = N,
+    /// K ≥ N, room in the free window — takes one straight path: the run, then the 8-byte
+    /// doorbell sequence ([`Bfreg::ring_send_doorbell_to`]; more than one WQE never goes out
+    /// by BlueFlame). A batch of one is [`post_to`](Self::post_to).
     ///
     /// # Errors
     /// As [`SqWriter::post_many`], after ringing for what was posted up to `max_batch`.
