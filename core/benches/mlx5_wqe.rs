@@ -72,15 +72,7 @@ impl Single {
             .with_counter(self.pc);
         let dbrec = &self.dbrec[1];
         let mut i = self.i;
-        let mut left = iters;
-        while left > 0 {
-            // Ring management outside the posting loop: retire everything when the ring is
-            // full (no device here), then post as many as fit.
-            if sq.free() == 0 {
-                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
-            }
-            let k = left.min(sq.free() as u64);
-            left -= k;
+        in_free_runs(&mut sq, iters, |sq, k| {
             for _ in 0..k {
                 let sge = [Sge {
                     addr: 0x5500_0000_0000 + i * 64,
@@ -92,7 +84,7 @@ impl Single {
                 compiler_fence(Ordering::SeqCst);
                 dbrec.store(u32::from_ne_bytes(sq.dbrec()), Ordering::Relaxed);
             }
-        }
+        });
         self.i = i;
         self.pc = sq.pc();
     }
@@ -105,13 +97,7 @@ impl Single {
             .with_counter(self.pc);
         let dbrec = &self.dbrec[1];
         let mut i = self.i;
-        let mut left = iters;
-        while left > 0 {
-            if sq.free() == 0 {
-                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
-            }
-            let k = left.min(sq.free() as u64);
-            left -= k;
+        in_free_runs(&mut sq, iters, |sq, k| {
             let (_, r) = sq.post_many_announced(
                 k as u16,
                 |_| {
@@ -139,9 +125,29 @@ impl Single {
                 },
             );
             r.unwrap();
-        }
+        });
         self.i = i;
         self.pc = sq.pc();
+    }
+}
+
+/// Posts `iters` WQEs with `post(sq, k)` in runs of `k`, as many as the ring has free: ring
+/// management outside the posting loop, everything retired when the ring is full (there is no
+/// device here).
+#[inline(always)]
+fn in_free_runs<'r>(
+    sq: &mut SqWriter<'r>,
+    iters: u64,
+    mut post: impl FnMut(&mut SqWriter<'r>, u64),
+) {
+    let mut left = iters;
+    while left > 0 {
+        if sq.free() == 0 {
+            sq.retire(sq.pc().wrapping_sub(1)).unwrap();
+        }
+        let k = left.min(sq.free() as u64);
+        left -= k;
+        post(sq, k);
     }
 }
 
@@ -308,39 +314,30 @@ fn ratio_report() {
     if let Err(e) = &c {
         println!("mlx5_wqe: C reference unavailable: {e}");
     }
-    let mut s = Single::new();
-    let rust = ns_per_wqe(ITERS, REPEATS, |n| s.run(n));
-    match c.as_ref().map_err(Clone::clone).and_then(|exe| {
-        c_ns(
-            exe,
-            &["single".into(), ITERS.to_string(), REPEATS.to_string()],
-        )
-    }) {
-        Ok(cns) => println!(
-            "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh SqWriter {rust:.2} ns/WQE, \
-             C mlx5dv.h -O2 {cns:.2} ns/WQE, ratio rdmesh/C {:.2}x",
-            rust / cns
-        ),
-        Err(e) => println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {rust:.2} ns/WQE (C: {e})"),
-    }
-    let mut s = Single::new();
-    let rust = ns_per_wqe(ITERS, REPEATS, |n| s.run_announced(n));
-    match c.as_ref().map_err(Clone::clone).and_then(|exe| {
-        c_ns(
-            exe,
-            &["single".into(), ITERS.to_string(), REPEATS.to_string()],
-        )
-    }) {
-        Ok(cns) => println!(
-            "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh \
-             SqWriter::post_many_announced {rust:.2} ns/WQE, C mlx5dv.h -O2 {cns:.2} ns/WQE, \
-             ratio rdmesh/C {:.2}x",
-            rust / cns
-        ),
-        Err(e) => println!(
-            "mlx5_wqe: RDMA WRITE WQE + dbrec (post_many_announced): rdmesh {rust:.2} ns/WQE \
-             (C: {e})"
-        ),
+    // One WQE + dbrec per iteration: `SqWriter::post`, then `post_many_announced`, each
+    // against the C loop run right after it.
+    type Run = fn(&mut Single, u64);
+    for (api, run) in [
+        ("SqWriter", Single::run as Run),
+        ("SqWriter::post_many_announced", Single::run_announced),
+    ] {
+        let mut s = Single::new();
+        let rust = ns_per_wqe(ITERS, REPEATS, |n| run(&mut s, n));
+        match c.as_ref().map_err(Clone::clone).and_then(|exe| {
+            c_ns(
+                exe,
+                &["single".into(), ITERS.to_string(), REPEATS.to_string()],
+            )
+        }) {
+            Ok(cns) => println!(
+                "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh {api} {rust:.2} \
+                 ns/WQE, C mlx5dv.h -O2 {cns:.2} ns/WQE, ratio rdmesh/C {:.2}x",
+                rust / cns
+            ),
+            Err(e) => {
+                println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {api} {rust:.2} ns/WQE (C: {e})")
+            }
+        }
     }
     for n in [1u16, 8, 32, 64] {
         let mut b = Batched::new(n);
