@@ -19,11 +19,16 @@ use std::time::Instant;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rdmesh_core::mlx5::doorbell::BfMode;
 use rdmesh_core::mlx5::{
-    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, Payload, QpType, SendFlags, SendWr, Sge,
-    SqWriter, TransportSeg, WrOp,
+    BatchPolicy, Batcher, Bfreg, BfregConfig, Effect, OneSge, Payload, QpType, SendFlags, SendWr,
+    Sge, SqWriter, TransportSeg, WrOp,
 };
 
 const RING_WQEBBS: usize = 256;
+
+/// The send queue, aligned as the C loop's (`aligned(64)`) and as a real SQ buffer (page
+/// aligned): a `Vec<u8>` may start mid-cache-line, and then WQEs straddle lines.
+#[repr(C, align(64))]
+struct Ring([u8; RING_WQEBBS * 64]);
 const QPN: u32 = 0xabc;
 
 fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
@@ -45,7 +50,7 @@ fn write_wr(sge: &[Sge; 1], i: u64) -> SendWr<'_> {
 /// The doorbell record is an atomic so that every store happens (the C side's is volatile).
 /// The loop state lives in locals, as in the C loop.
 struct Single {
-    ring: Vec<u8>,
+    ring: Box<Ring>,
     dbrec: [AtomicU32; 2],
     pc: u16,
     i: u64,
@@ -54,7 +59,7 @@ struct Single {
 impl Single {
     fn new() -> Single {
         Single {
-            ring: vec![0u8; RING_WQEBBS * 64],
+            ring: Box::new(Ring([0; RING_WQEBBS * 64])),
             dbrec: [AtomicU32::new(0), AtomicU32::new(0)],
             pc: 0,
             i: 0,
@@ -62,20 +67,12 @@ impl Single {
     }
 
     fn run(&mut self, iters: u64) {
-        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
         let dbrec = &self.dbrec[1];
         let mut i = self.i;
-        let mut left = iters;
-        while left > 0 {
-            // Ring management outside the posting loop: retire everything when the ring is
-            // full (no device here), then post as many as fit.
-            if sq.free() == 0 {
-                sq.retire(sq.pc().wrapping_sub(1)).unwrap();
-            }
-            let k = left.min(sq.free() as u64);
-            left -= k;
+        in_free_runs(&mut sq, iters, |sq, k| {
             for _ in 0..k {
                 let sge = [Sge {
                     addr: 0x5500_0000_0000 + i * 64,
@@ -87,16 +84,77 @@ impl Single {
                 compiler_fence(Ordering::SeqCst);
                 dbrec.store(u32::from_ne_bytes(sq.dbrec()), Ordering::Relaxed);
             }
-        }
+        });
         self.i = i;
         self.pc = sq.pc();
+    }
+
+    /// The same work with [`SqWriter::post_many_announced`]: the WQEs that fit are written
+    /// by one loop, the doorbell record stored after each WQE (inside `announce`).
+    fn run_announced(&mut self, iters: u64) {
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
+            .unwrap()
+            .with_counter(self.pc);
+        let dbrec = &self.dbrec[1];
+        let mut i = self.i;
+        in_free_runs(&mut sq, iters, |sq, k| {
+            let (_, r) = sq.post_many_announced(
+                k as u16,
+                |_| {
+                    let wr = OneSge {
+                        op: WrOp::RdmaWrite {
+                            raddr: 0x7f00_0000_0000 + i * 64,
+                            rkey: 0x1234,
+                        },
+                        flags: SendFlags {
+                            signaled: true,
+                            ..SendFlags::default()
+                        },
+                        sge: Sge {
+                            addr: 0x5500_0000_0000 + i * 64,
+                            lkey: 0x5678,
+                            len: 64,
+                        },
+                    };
+                    i += 1;
+                    wr
+                },
+                |record| {
+                    compiler_fence(Ordering::SeqCst);
+                    dbrec.store(u32::from_ne_bytes(record), Ordering::Relaxed);
+                },
+            );
+            r.unwrap();
+        });
+        self.i = i;
+        self.pc = sq.pc();
+    }
+}
+
+/// Posts `iters` WQEs with `post(sq, k)` in runs of `k`, as many as the ring has free: ring
+/// management outside the posting loop, everything retired when the ring is full (there is no
+/// device here).
+#[inline(always)]
+fn in_free_runs<'r>(
+    sq: &mut SqWriter<'r>,
+    iters: u64,
+    mut post: impl FnMut(&mut SqWriter<'r>, u64),
+) {
+    let mut left = iters;
+    while left > 0 {
+        if sq.free() == 0 {
+            sq.retire(sq.pc().wrapping_sub(1)).unwrap();
+        }
+        let k = left.min(sq.free() as u64);
+        left -= k;
+        post(sq, k);
     }
 }
 
 /// Batches of `n` WQEs through a [`Batcher`] ([`Batcher::post_many`], one call per batch),
 /// executing each doorbell effect as the batcher hands it over.
 struct Batched {
-    ring: Vec<u8>,
+    ring: Box<Ring>,
     dbrec: [AtomicU32; 2],
     uar: Vec<AtomicU64>,
     pc: u16,
@@ -113,7 +171,7 @@ impl Batched {
             bf: BfMode::Off,
         };
         Batched {
-            ring: vec![0u8; RING_WQEBBS * 64],
+            ring: Box::new(Ring([0; RING_WQEBBS * 64])),
             dbrec: [AtomicU32::new(0), AtomicU32::new(0)],
             uar: (0..0x1000 / 8).map(|_| AtomicU64::new(0)).collect(),
             pc: 0,
@@ -125,7 +183,7 @@ impl Batched {
     fn run(&mut self, iters: u64) {
         let mut batcher = self.batcher;
         let n = batcher.policy().max_batch;
-        let mut sq = SqWriter::new(&mut self.ring, QPN, QpType::Rc)
+        let mut sq = SqWriter::new(&mut self.ring.0, QPN, QpType::Rc)
             .unwrap()
             .with_counter(self.pc);
         let (dbrec, uar) = (&self.dbrec, &self.uar[..]);
@@ -142,33 +200,41 @@ impl Batched {
         };
         let mut i = self.i;
         // As the C loop: `iters / n` doorbells of n WQEs each.
-        for _ in 0..iters / n as u64 {
+        let mut left = iters / n as u64;
+        while left > 0 {
+            // Ring management outside the posting loop, as in `Single`: retire everything
+            // when the ring cannot take another batch (no device here), then post as many
+            // batches as fit.
             if sq.free() < n {
                 sq.retire(sq.pc().wrapping_sub(1)).unwrap();
             }
-            // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
-            // by the closure, written by `SqWriter::post_many`, rung through `exec`.
-            let (_, r) = batcher.post_many(
-                &mut sq,
-                n,
-                |_| {
-                    let wr = (
-                        WrOp::RdmaWrite {
-                            raddr: 0x7f00_0000_0000 + i * 64,
-                            rkey: 0x1234,
-                        },
-                        Sge {
-                            addr: 0x5500_0000_0000 + i * 64,
-                            lkey: 0x5678,
-                            len: 64,
-                        },
-                    );
-                    i += 1;
-                    wr
-                },
-                &mut exec,
-            );
-            r.unwrap();
+            let k = left.min(u64::from(sq.free() / n));
+            left -= k;
+            for _ in 0..k {
+                // One call per doorbell batch (as the C loop's inner loop): the N WQEs are built
+                // by the closure, written by `SqWriter::post_many`, rung through `exec`.
+                let (_, r) = batcher.post_many(
+                    &mut sq,
+                    n,
+                    |_| {
+                        let wr = (
+                            WrOp::RdmaWrite {
+                                raddr: 0x7f00_0000_0000 + i * 64,
+                                rkey: 0x1234,
+                            },
+                            Sge {
+                                addr: 0x5500_0000_0000 + i * 64,
+                                lkey: 0x5678,
+                                len: 64,
+                            },
+                        );
+                        i += 1;
+                        wr
+                    },
+                    &mut exec,
+                );
+                r.unwrap();
+            }
         }
         self.i = i;
         self.pc = sq.pc();
@@ -248,20 +314,30 @@ fn ratio_report() {
     if let Err(e) = &c {
         println!("mlx5_wqe: C reference unavailable: {e}");
     }
-    let mut s = Single::new();
-    let rust = ns_per_wqe(ITERS, REPEATS, |n| s.run(n));
-    match c.as_ref().map_err(Clone::clone).and_then(|exe| {
-        c_ns(
-            exe,
-            &["single".into(), ITERS.to_string(), REPEATS.to_string()],
-        )
-    }) {
-        Ok(cns) => println!(
-            "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh SqWriter {rust:.2} ns/WQE, \
-             C mlx5dv.h -O2 {cns:.2} ns/WQE, ratio rdmesh/C {:.2}x",
-            rust / cns
-        ),
-        Err(e) => println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {rust:.2} ns/WQE (C: {e})"),
+    // One WQE + dbrec per iteration: `SqWriter::post`, then `post_many_announced`, each
+    // against the C loop run right after it.
+    type Run = fn(&mut Single, u64);
+    for (api, run) in [
+        ("SqWriter", Single::run as Run),
+        ("SqWriter::post_many_announced", Single::run_announced),
+    ] {
+        let mut s = Single::new();
+        let rust = ns_per_wqe(ITERS, REPEATS, |n| run(&mut s, n));
+        match c.as_ref().map_err(Clone::clone).and_then(|exe| {
+            c_ns(
+                exe,
+                &["single".into(), ITERS.to_string(), REPEATS.to_string()],
+            )
+        }) {
+            Ok(cns) => println!(
+                "mlx5_wqe: RDMA WRITE WQE (ctrl+raddr+data) + dbrec: rdmesh {api} {rust:.2} \
+                 ns/WQE, C mlx5dv.h -O2 {cns:.2} ns/WQE, ratio rdmesh/C {:.2}x",
+                rust / cns
+            ),
+            Err(e) => {
+                println!("mlx5_wqe: RDMA WRITE WQE + dbrec: rdmesh {api} {rust:.2} ns/WQE (C: {e})")
+            }
+        }
     }
     for n in [1u16, 8, 32, 64] {
         let mut b = Batched::new(n);

@@ -19,7 +19,7 @@
 //! [`Effect`]: super::doorbell::Effect
 
 use super::doorbell::{BfMode, Bfreg, EffectSink, Effects};
-use super::sq::{AsSendWr, OneSge, Posted, SqWriter};
+use super::sq::{OneSge, Posted, SqWriter, NO_SIGNAL};
 use super::wqe::{Payload, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 use super::{Error, Result};
 
@@ -196,8 +196,12 @@ impl Batcher {
     /// whenever `max_batch` are pending — with the same WQEs and doorbells as `count` calls
     /// of [`post_to`](Self::post_to) with [`Post::new`]; returns how many were posted.
     ///
-    /// The WQEs between two doorbells go through [`SqWriter::post_many`]: one bounds check
-    /// and one counter update per run, the per-WQE work is the WQE's stores.
+    /// The WQEs between two doorbells go through [`SqWriter::post_many_signal`] (one bounds
+    /// check and one counter update per run, the per-WQE work is the WQE's stores, the
+    /// signaled WQE marked after the run). A whole batch — nothing pending, `count` = N,
+    /// K ≥ N, room in the free window — takes one straight path: the run, then the 8-byte
+    /// doorbell sequence ([`Bfreg::ring_send_doorbell_to`]; more than one WQE never goes out
+    /// by BlueFlame). A batch of one is [`post_to`](Self::post_to).
     ///
     /// # Errors
     /// As [`SqWriter::post_many`], after ringing for what was posted up to `max_batch`.
@@ -222,60 +226,90 @@ impl Batcher {
             };
         }
         let k_every = self.policy.signal_every as u32;
+        let one = |op: WrOp, sge: Sge, signaled: bool| OneSge {
+            op,
+            flags: SendFlags {
+                signaled,
+                ..SendFlags::default()
+            },
+            sge,
+        };
+        // After `m` more WQEs, the count of unsignaled ones since the last signal (m WQEs
+        // hold at most one signal when m ≤ K: no division).
+        let after = |since: u32, m: u16| {
+            let s = since + u32::from(m);
+            if s >= k_every {
+                s - k_every
+            } else {
+                s
+            }
+        };
         let mut done = 0u16;
+        let mut other = None;
+        // The common case first: one whole batch (nothing pending, `count` = N) with at most
+        // one signal in it (K ≥ N): one run of WQEs into the free window, the signal set
+        // after it, one doorbell.
+        if count == self.policy.max_batch && k_every >= u32::from(count) {
+            let since = self.since_signal;
+            // WQE `k` is signaled when (since + k + 1) is a multiple of K: at most the one WQE
+            // `K - 1 - since`.
+            let sig_k = k_every - 1 - since;
+            let signal = if sig_k < u32::from(count) {
+                sig_k as u16
+            } else {
+                NO_SIGNAL
+            };
+            let mut mk = |k| {
+                let (op, sge) = make(k);
+                one(op, sge, false)
+            };
+            match sq.post_whole_batch(count, signal, &mut mk) {
+                Ok(b) => {
+                    self.since_signal = after(since, count);
+                    // More than one WQE (a batch of one went to `post_to`), none inline: never
+                    // BlueFlame, the 8-byte doorbell.
+                    self.bfreg
+                        .ring_send_doorbell_to(b.first_index, b.end_index, b.last_ctrl, sink);
+                    return (count, Ok(()));
+                }
+                Err(p) => {
+                    // Pending WQEs, a full window or the ring end, or a request that is not
+                    // a one-WQEBB WQE: the general way from WQE `k` on.
+                    self.since_signal = after(since, p.k);
+                    done = p.k;
+                    other = p.other;
+                    if done == count && sq.batch_len() >= self.policy.max_batch {
+                        // All written (inline data made it leave the one-run path): ring.
+                        self.flush_to(sq, sink);
+                    }
+                }
+            }
+        }
         while done < count {
             let room = self.policy.max_batch.saturating_sub(sq.batch_len()).max(1);
             let chunk = (count - done).min(room);
             let since = self.since_signal;
-            let base = done;
-            let one = |op: WrOp, sge: Sge, signaled: bool| OneSge {
-                op,
-                flags: SendFlags {
-                    signaled,
-                    ..SendFlags::default()
-                },
-                sge,
-            };
-            // WQE `k` of the chunk is signaled when (since + k + 1) is a multiple of K: with
-            // K at least the chunk, that is at most the one WQE `K - 1 - since`.
-            let (n, r, next) = if chunk == 1 {
-                // One WQE (the last of a batch): no run to set up.
-                let (op, sge) = make(base);
-                let signaled = since + 1 >= k_every;
-                let next = if signaled { 0 } else { since + 1 };
-                match one(op, sge, signaled).with_wr(|wr| sq.post(wr)) {
-                    Ok(_) => (1, Ok(()), next),
-                    Err(e) => (0, Err(e), since),
-                }
-            } else if k_every >= u32::from(chunk) {
-                let sig_k = k_every - 1 - since;
-                let (n, r) = sq.post_many(chunk, |k| {
-                    let (op, sge) = make(base + k);
-                    one(op, sge, u32::from(k) == sig_k)
-                });
-                // At most one signal in the chunk (n ≤ K): no division.
-                let s = since + u32::from(n);
-                (n, r, if s >= k_every { s - k_every } else { s })
+            // Up to the next signaled WQE at most (the last of the piece when it is reached).
+            let to_sig = k_every - since;
+            let piece = u32::from(chunk).min(to_sig) as u16;
+            let signal = if u32::from(piece) == to_sig {
+                piece - 1
             } else {
-                let mut c = since;
-                let (n, r) = sq.post_many(chunk, |k| {
-                    let (op, sge) = make(base + k);
-                    c += 1;
-                    let signaled = c >= k_every;
-                    if signaled {
-                        c = 0;
-                    }
-                    one(op, sge, signaled)
-                });
-                // The signal count follows the WQEs posted (`make` ran once more on error).
-                let next = if r.is_ok() {
-                    c
-                } else {
-                    (since + u32::from(n)) % k_every
-                };
-                (n, r, next)
+                NO_SIGNAL
             };
-            self.since_signal = next;
+            let base = done;
+            let (n, r) = sq.post_many_from(
+                0,
+                piece,
+                signal,
+                |k| {
+                    let (op, sge) = make(base + k);
+                    one(op, sge, false)
+                },
+                other.take(),
+                |_| {},
+            );
+            self.since_signal = after(since, n);
             done += n;
             if sq.batch_len() >= self.policy.max_batch {
                 self.flush_to(sq, sink);
@@ -384,7 +418,7 @@ mod test {
     fn test_post_many_matches_post_to() {
         // Through the ring end and the 16-bit counter wrap, with retirements in between: the
         // same ring bytes and the same doorbells as one post_to per WQE.
-        for (n, k) in [(1u16, 1u16), (4, 2), (8, 8), (5, 3)] {
+        for (n, k) in [(1u16, 1u16), (4, 2), (8, 8), (5, 3), (4, 6), (6, 4)] {
             let mut ring_a = [0u8; 16 * 64];
             let mut ring_b = [0u8; 16 * 64];
             let mut a = SqWriter::new(&mut ring_a, 9, QpType::Rc)
@@ -414,8 +448,10 @@ mod test {
                 heapless::Vec::<Effect, 64>::new(),
             );
             let mut i = 0u16;
-            for round in 0..6 {
-                let count = [3u16, 11, 1, 7, 16, 2][round];
+            // Whole batches (count = N, the one-run path) between partial ones, and through
+            // the ring end.
+            let counts = [3u16, n, 11, 1, n, 7, n, 16, n, 2, n, n];
+            for (round, &count) in counts.iter().enumerate() {
                 if a.free() < count {
                     let last = a.pc().wrapping_sub(1);
                     a.retire(last).unwrap();
@@ -455,6 +491,71 @@ mod test {
             }
             assert_eq!(a.ring(), b.ring());
         }
+    }
+
+    #[test]
+    fn test_post_many_stops_at_invalid_request() {
+        // A whole batch whose WQE 3 is not valid on the QP (LSO on RC): the run stops there,
+        // the error comes back after the three posted WQEs, no doorbell; the next batch then
+        // signals and rings exactly as after three post_to calls and a failed fourth.
+        let mut ring_a = [0u8; 16 * 64];
+        let mut ring_b = [0u8; 16 * 64];
+        let mut a = SqWriter::new(&mut ring_a, 9, QpType::Rc).unwrap();
+        let mut b = SqWriter::new(&mut ring_b, 9, QpType::Rc).unwrap();
+        let bf = Bfreg::new(BfregConfig::blueflame(0x800, 256));
+        let mut ba = Batcher::new(policy(8, 8, 0, BfMode::Off), bf).unwrap();
+        let mut bb = Batcher::new(policy(8, 8, 0, BfMode::Off), bf).unwrap();
+        let wr = |i: u16, bad: bool| {
+            let op = if bad {
+                WrOp::Lso
+            } else {
+                WrOp::RdmaWrite {
+                    raddr: 0x1000 * u64::from(i),
+                    rkey: 5,
+                }
+            };
+            (
+                op,
+                Sge {
+                    addr: u64::from(i),
+                    lkey: 6,
+                    len: 64,
+                },
+            )
+        };
+        let (mut ea, mut eb) = (
+            heapless::Vec::<Effect, 64>::new(),
+            heapless::Vec::<Effect, 64>::new(),
+        );
+        let mut sink_a = |e: Effect| {
+            let _ = ea.push(e);
+        };
+        let mut sink_b = |e: Effect| {
+            let _ = eb.push(e);
+        };
+        let mut want = Ok(());
+        for j in 0..4 {
+            let (op, sge) = wr(j, j == 3);
+            if let Err(e) = ba.post_to(&mut a, &Post::new(op, &[sge]), &mut sink_a) {
+                want = Err(e);
+            }
+        }
+        let (done, r) = bb.post_many(&mut b, 8, |j| wr(j, j == 3), &mut sink_b);
+        assert_eq!((done, r), (3, want));
+        assert!(want.is_err());
+        for j in 3..11 {
+            let (op, sge) = wr(j, false);
+            ba.post_to(&mut a, &Post::new(op, &[sge]), &mut sink_a)
+                .unwrap();
+        }
+        assert_eq!(
+            bb.post_many(&mut b, 8, |j| wr(3 + j, false), &mut sink_b),
+            (8, Ok(()))
+        );
+        assert_eq!(a.pc(), b.pc());
+        assert_eq!(a.ring(), b.ring());
+        assert_eq!(ea, eb);
+        assert!(!ea.is_empty());
     }
 
     #[test]

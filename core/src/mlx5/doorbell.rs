@@ -317,34 +317,68 @@ impl Bfreg {
         mode: BfMode,
         sink: &mut S,
     ) {
+        if self.uses_blueflame(batch, mode) {
+            let (wqe_index, chunks) = (
+                batch.last_index,
+                wqebbs_for_ds(batch.last_ds as usize) as u8,
+            );
+            self.send_sequence(batch.first_index, batch.end_index, sink, |offset| {
+                Effect::BlueFlame {
+                    offset,
+                    wqe_index,
+                    chunks,
+                }
+            });
+        } else {
+            self.ring_send_doorbell_to(batch.first_index, batch.end_index, batch.last_ctrl, sink);
+        }
+    }
+
+    /// The send sequence with the 8-byte doorbell (no BlueFlame): WQEs `first_index` up to
+    /// `end_index` (16-bit WQE indices; `end_index` goes to the doorbell record), and
+    /// `last_ctrl`, the first 8 bytes of the last WQE's control segment as they sit in memory,
+    /// to the register. The same effects as [`ring_send_to`](Self::ring_send_to) for a batch
+    /// that does not go out by BlueFlame (one of more than one WQE, for instance), without
+    /// building the [`SendBatch`].
+    #[inline(always)]
+    pub fn ring_send_doorbell_to<S: EffectSink + ?Sized>(
+        &mut self,
+        first_index: u16,
+        end_index: u16,
+        last_ctrl: [u8; 8],
+        sink: &mut S,
+    ) {
+        self.send_sequence(first_index, end_index, sink, |offset| Effect::Mmio64 {
+            offset,
+            value: last_ctrl,
+        });
+    }
+
+    /// Steps 1–8 of the send sequence (module docs), `wake(register offset)` at step 5.
+    #[inline(always)]
+    fn send_sequence<S: EffectSink + ?Sized>(
+        &mut self,
+        first_index: u16,
+        end_index: u16,
+        sink: &mut S,
+        wake: impl FnOnce(u32) -> Effect,
+    ) {
         let reg = self.config.reg_offset + self.offset;
-        let bf = self.uses_blueflame(batch, mode);
         sink.effect(Effect::WriteWqes {
             queue: WorkQueue::Send,
-            first: batch.first_index,
-            count: batch.end_index.wrapping_sub(batch.first_index),
+            first: first_index,
+            count: end_index.wrapping_sub(first_index),
         });
         sink.effect(Effect::Barrier(Barrier::ToDevice));
         sink.effect(Effect::DbrecStore {
             record: DbRecord::QpSend,
-            value: (batch.end_index as u32).to_be_bytes(),
+            value: (end_index as u32).to_be_bytes(),
         });
         if self.config.need_lock {
             sink.effect(Effect::Lock);
         }
         sink.effect(Effect::Barrier(Barrier::WcStart));
-        if bf {
-            sink.effect(Effect::BlueFlame {
-                offset: reg,
-                wqe_index: batch.last_index,
-                chunks: wqebbs_for_ds(batch.last_ds as usize) as u8,
-            });
-        } else {
-            sink.effect(Effect::Mmio64 {
-                offset: reg,
-                value: batch.last_ctrl,
-            });
-        }
+        sink.effect(wake(reg));
         sink.effect(Effect::Barrier(Barrier::FlushWrites));
         self.offset ^= self.config.buf_size;
         if self.config.need_lock {

@@ -68,7 +68,7 @@ pub use eth::EthRepr;
 pub use opcode::Opcode;
 pub use raddr::RaddrRepr;
 pub use rq::RqWriter;
-pub use sq::{AsSendWr, OneSge, Posted, SqWriter};
+pub use sq::{AsSendWr, OneSge, Posted, SqWriter, NO_SIGNAL};
 pub use wqe::{Payload, QpType, Segment, SendFlags, SendWr, Sge, TransportSeg, WrOp};
 
 /// Send WQE basic block: 64 bytes (`MLX5_SEND_WQE_BB`, mlx5dv.h / qp.h).

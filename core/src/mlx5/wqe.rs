@@ -611,7 +611,14 @@ impl<'a> SendWr<'a> {
     /// [`write`](Self::write) into `wqe`, exactly `ds * 16` bytes long.
     #[inline(always)]
     pub(crate) fn write_flat(&self, wqe: &mut [u8], ctrl: &CtrlRepr) {
-        ring::put_words(wqe, 0, (ctrl.head(), ctrl.tail()));
+        self.write_flat_words(wqe, ctrl.head(), ctrl.tail());
+    }
+
+    /// [`write_flat`](Self::write_flat) with the control segment given as its two
+    /// big-endian words ([`CtrlRepr::head`], [`CtrlRepr::tail`]).
+    #[inline(always)]
+    pub(crate) fn write_flat_words(&self, wqe: &mut [u8], head: u64, tail: u64) {
+        ring::put_words(wqe, 0, (head, tail));
         let mut o = DS_LEN;
         match &self.transport {
             TransportSeg::None => {}
