@@ -67,6 +67,12 @@ pub enum Recovery {
     Selective,
 }
 
+/// What two rdmesh ends use when neither forces a mode: `rdmesh bench` without `--recovery`
+/// (`host::bench::oob`) and mesh rails whose ends both run the soft provider
+/// (`host::mesh::rail`). Kernel rxe, hardware and perftest peers always get go-back-N, whatever
+/// this says. `docs/reliability.md` ("Default") has the measurements behind the choice.
+pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
+
 /// Packets in flight that keep a path of `rate_mbps` Mb/s and round-trip time `rtt_ns` busy at
 /// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most [`SR_WINDOW`]. A starting
 /// point for [`RcQp::set_max_inflight`](super::RcQp::set_max_inflight) (IRN "BDP-FC").
