@@ -37,7 +37,7 @@ use super::memory::{scatter, AccessKind, AtomicOp, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, SACK_EVERY, SR_WINDOW};
+use super::recovery::{Recovery, DUP_THRESH, SACK_EVERY, SR_WINDOW};
 use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
 use crate::wire::{
     placement, sack, AethRepr, NakCode, Opcode, PlacementRepr, Psn, SackRepr, Syndrome,
@@ -94,7 +94,7 @@ enum Response {
         syndrome: Syndrome,
         msn: u32,
         /// Selective repeat: the SACK bitmap (PSNs held from `psn` on) this NAK carries.
-        sack: Option<u128>,
+        sack: Option<[u128; 2]>,
     },
     /// READ responses, or the ATOMIC ACKNOWLEDGE, of resource `slot`.
     Read { slot: usize },
@@ -184,6 +184,8 @@ pub(crate) struct Responder<const RQ: usize> {
     recv_consumed: u32,
     /// Selective repeat: packets held since the last SACK was queued.
     held_since_sack: u32,
+    /// Selective repeat: SACKs queued since ePSN last moved.
+    sacks_at_epsn: u32,
 }
 
 /// Outcome of executing one in-sequence request.
@@ -216,6 +218,7 @@ impl<const RQ: usize> Responder<RQ> {
             held_pkts: [None; SR_WINDOW as usize],
             recv_consumed: 0,
             held_since_sack: 0,
+            sacks_at_epsn: 0,
         }
     }
 
@@ -345,6 +348,7 @@ impl<const RQ: usize> Responder<RQ> {
     fn push_sack(&mut self) {
         self.held.advance(self.epsn);
         self.held_since_sack = 0;
+        self.sacks_at_epsn += 1;
         self.nak_sent = true;
         if let Some(Response::Ack { syndrome, sack, .. }) = self.out.back() {
             if syndrome.is_ack() || sack.is_some() {
@@ -426,7 +430,9 @@ impl<const RQ: usize> Responder<RQ> {
 
     /// Selective repeat: a request ahead of ePSN. Kept when it can be (see [`Self::hold`]);
     /// a second copy of a held packet is dropped. A SACK is queued on the first out-of-order
-    /// arrival after ePSN moved, then every [`SACK_EVERY`] held packets and for AckReq.
+    /// arrival after ePSN moved, after [`DUP_THRESH`] more held packets (the SACK that shows
+    /// the requester its first loss), then every [`SACK_EVERY`] held packets, and for any
+    /// AckReq packet (a message's last, a resend) — the one a short tail depends on.
     fn out_of_order<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
@@ -448,7 +454,12 @@ impl<const RQ: usize> Responder<RQ> {
             ctr.out_of_order_placed += 1;
             self.held_since_sack += 1;
         }
-        if !self.nak_sent || self.held_since_sack >= SACK_EVERY || hdr.bth.ack_req {
+        let every = if self.sacks_at_epsn == 1 {
+            DUP_THRESH
+        } else {
+            SACK_EVERY
+        };
+        if !self.nak_sent || self.held_since_sack >= every || hdr.bth.ack_req {
             self.push_sack();
         }
         Ok(())
@@ -546,6 +557,7 @@ impl<const RQ: usize> Responder<RQ> {
     ) -> Exec {
         let psn = hdr.bth.psn;
         self.nak_sent = false;
+        self.sacks_at_epsn = 0;
         let op = hdr.bth.opcode;
         let in_send = matches!(self.msg, Message::Send { .. });
         let in_write = matches!(self.msg, Message::Write { .. });
