@@ -423,7 +423,10 @@ impl<const SQ: usize> Requester<SQ> {
         if self.rnr_timer.is_armed() {
             return false;
         }
-        if self.selective() && self.resend.first_from(self.comp_psn).is_some() {
+        if self.selective()
+            && !self.resend.is_empty()
+            && self.resend.first_from(self.comp_psn).is_some()
+        {
             return true;
         }
         let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
@@ -452,15 +455,18 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.selective() {
             return out < self.max_inflight;
         }
+        let n = if entry.is_read() && out > 0 {
+            entry.npkts - self.cur_pkt
+        } else {
+            1
+        };
+        if out + n <= self.max_inflight {
+            // Fewer outstanding than the cap: fewer undelivered too (every loss-free packet).
+            return true;
+        }
+        // `n` is 1 but for a READ's whole reservation.
         let pipe = self.undelivered();
-        if out >= SR_WINDOW || pipe >= self.max_inflight {
-            return false;
-        }
-        if entry.is_read() && out > 0 {
-            let n = entry.npkts - self.cur_pkt;
-            return out + n <= SR_WINDOW && pipe + n <= self.max_inflight;
-        }
-        true
+        out + n <= SR_WINDOW && pipe + n <= self.max_inflight
     }
 
     /// The next selective resend: (WQE index, packet index), dropping stale bits.
@@ -598,8 +604,10 @@ impl<const SQ: usize> Requester<SQ> {
                 self.cur_pkt += consumed;
             }
         }
-        if let Some(t) = self.rto_ns() {
-            self.retrans_timer.arm_if_idle(now.add_nanos(t));
+        if !self.retrans_timer.is_armed() {
+            if let Some(t) = self.rto_ns() {
+                self.retrans_timer.arm(now.add_nanos(t));
+            }
         }
         Ok(Some(n))
     }

@@ -617,18 +617,11 @@ impl<const RQ: usize> Responder<RQ> {
         if payload.len() > mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
             return false;
         }
+        // The write checks key, range and access before copying anything.
         payload.is_empty()
-            || (mem
-                .check(
-                    reth.rkey,
-                    reth.va,
-                    reth.dma_len as u64,
-                    AccessKind::RemoteWrite,
-                )
+            || mem
+                .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
                 .is_ok()
-                && mem
-                    .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
-                    .is_ok())
     }
 
     /// Selective repeat, after an in-sequence request: executes the held packets ePSN now
@@ -637,6 +630,10 @@ impl<const RQ: usize> Responder<RQ> {
     /// new ePSN when anything retired (whether or not those packets asked for one: the
     /// requester learns at once that the hole closed).
     fn retire_held<M: MemoryAccess + ?Sized>(&mut self, mem: &mut M) -> Exec {
+        if self.held.is_empty() {
+            // Nothing held (every packet of a loss-free run): nothing to retire or report.
+            return Ok(());
+        }
         let mut retired = false;
         loop {
             self.held.advance(self.epsn);
@@ -801,8 +798,12 @@ impl<const RQ: usize> Responder<RQ> {
             if !len_ok {
                 return Self::fatal(psn, NakCode::InvalidRequest);
             }
-            // IBTA vol. 1 §9.7.4.1.4: a zero-length WRITE does not validate the R_Key.
+            // IBTA vol. 1 §9.7.4.1.4: a zero-length WRITE does not validate the R_Key. A
+            // WRITE_ONLY is validated by the write below (MemoryAccess checks key, range and
+            // access before copying anything): one region lookup per packet, not two — every
+            // packet of a split WRITE is one.
             if reth.dma_len > 0
+                && !op.is_only()
                 && mem
                     .check(
                         reth.rkey,
