@@ -88,7 +88,7 @@ fn sack_roundtrip(bytes: &[u8]) {
         return;
     };
     if let Ok(r) = SackRepr::parse(&p) {
-        assert_eq!(r.held & 1, 0);
+        assert_eq!(r.held[0] & 1, 0);
         let mut out = [0u8; sack::HEADER_LEN];
         r.emit(&mut sack::Packet::new_unchecked(&mut out[..]));
         assert_eq!(&out[..], bytes);
@@ -115,7 +115,7 @@ fn bth(opcode: Opcode, psn: Psn, ack_req: bool) -> BthRepr {
 
 fn run(data: &[u8]) -> Result<()> {
     let mut u = Unstructured::new(data);
-    let raw_len = u.int_in_range(0..=24)?;
+    let raw_len = u.int_in_range(0..=40)?;
     sack_roundtrip(u.bytes(raw_len)?);
     let mtu = *u.choose(&Mtu::ALL)?;
     let rq_psn = Psn::new(u.arbitrary()?);
@@ -226,7 +226,7 @@ fn run(data: &[u8]) -> Result<()> {
                 let len = if u.ratio(7, 8)? {
                     sack::HEADER_LEN
                 } else {
-                    u.int_in_range(0..=24)?
+                    u.int_in_range(0..=40)?
                 };
                 if len > sack::HEADER_LEN {
                     u.fill_buffer(&mut pkt[sack::HEADER_LEN..len])?;

@@ -121,7 +121,7 @@ impl<const SQ: usize> Requester<SQ> {
         match aeth.syndrome {
             Syndrome::Ack { .. } => {
                 ctr.acks_received += 1;
-                if self.selective() && self.resent.bits() == 0 {
+                if self.selective() && self.resent.is_empty() {
                     // Karn: only while nothing is resent (an ACK that a resend triggered, or
                     // that retires packets held behind a hole, would time the recovery).
                     let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
@@ -579,7 +579,7 @@ impl<const SQ: usize> Requester<SQ> {
             self.complete_in_error(i, WcStatus::LocProtErr);
             return Err(Fatal);
         }
-        if k == 0 && self.resent.bits() == 0 {
+        if k == 0 && self.resent.is_empty() {
             // The first response of a READ sent once: a round-trip sample (Karn).
             let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
             self.rtt_sample(now.0.saturating_sub(sent.0));

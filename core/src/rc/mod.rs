@@ -47,7 +47,7 @@ pub use memory::{AccessKind, AtomicOp, MemError, MemoryAccess};
 pub use mtu::Mtu;
 pub use packet::max_packet_len;
 pub use qp::RcQp;
-pub use recovery::{bdp_packets, Recovery, SR_WINDOW};
+pub use recovery::{bdp_packets, Recovery, NEGOTIATED_RECOVERY, SR_WINDOW};
 pub use requester::{MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS};
 pub use responder::{WriteCursor, MAX_RD_ATOMIC};
 pub use timer::{ack_timeout_ns, rnr_delay_ns, Instant};

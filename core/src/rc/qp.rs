@@ -92,8 +92,10 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
         self.req.recovery
     }
 
-    /// Caps the PSNs the requester keeps unacknowledged (any state; clamped to 1..=128, the
-    /// default 128 is [`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS)). Near one
+    /// Caps the PSNs the requester keeps in flight (any state; clamped to 1..=128, the
+    /// default 128 is [`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS)): in go-back-N the
+    /// unacknowledged PSNs, in selective repeat the undelivered ones (unacknowledged and not
+    /// held by the responder), up to [`SR_WINDOW`](super::SR_WINDOW) unacknowledged. Near one
     /// bandwidth-delay product ([`bdp_packets`](super::bdp_packets)) keeps queues short
     /// (IRN "BDP-FC"). Retransmissions are not held back by it.
     pub fn set_max_inflight(&mut self, packets: u32) {

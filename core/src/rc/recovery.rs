@@ -2,41 +2,41 @@
 //! implementation) or IRN-style selective repeat between two rdmesh QPs.
 //!
 //! Selective repeat (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM'18;
-//! rocev2.md §3.5), as rdmesh puts it on the wire — both ends must use it:
+//! rocev2.md §3.5), as rdmesh puts it on the wire — both ends must use it; `docs/reliability.md`
+//! has the whole description:
 //! - **Self-placing packets.** A plain RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet,
-//!   each with its own RETH (VA advanced by `k · PMTU`, the packet's length as DMA length), so the
-//!   responder can place any of them on arrival. Every packet is a valid IBTA packet; the cost is
-//!   16 bytes of RETH per packet and one MSN step per packet. A WRITE is sent this way only when
-//!   no earlier outstanding WQE is a READ/atomic or a WRITE whose remote range overlaps it, so
-//!   early placement never reorders memory effects between messages.
-//! - **Responder.** Out-of-order RDMA_WRITE_ONLY packets within [`SR_WINDOW`] PSNs of ePSN
-//!   are checked (R_Key, bounds, access), placed and remembered in a bitmap; any other
-//!   out-of-order packet (SEND, WRITE with immediate, multi-packet WRITE, READ request, atomic —
-//!   their placement or effect depends on earlier packets) is dropped. Each new ePSN is NAKed
-//!   (PSN sequence error, carrying ePSN = the first missing PSN) once: on the first
-//!   out-of-order arrival, and right away when an in-order packet moves ePSN onto another hole.
-//!   When ePSN reaches remembered packets they retire in order (MSN, ACK).
-//! - **Requester.** A NAK for PSN p resends p and every packet after it that the responder
-//!   cannot have kept (all but the self-placing ones), each at most once until the next
-//!   timeout; a retransmit timeout resends the oldest unacknowledged packet (and the
-//!   non-self-placing ones after it) and then, until everything sent before the timeout is
-//!   acknowledged, resends the packet at each new cumulative-ACK point. Timeouts spend
-//!   `retry_cnt`; NAK-driven resends do not (every NAK either moves the ACK point or is
-//!   suppressed as a repeat). RDMA READ responses are not placed out of order: a lost response
-//!   is recovered as in go-back-N (implied NAK / timer, re-READ of the tail).
-//! - **In flight.** At most `max_inflight` PSNs (≤ [`SR_WINDOW`]) are outstanding; set it near
-//!   one bandwidth-delay product ([`bdp_packets`]).
+//!   each with its own RETH, when no earlier outstanding WQE is a READ/atomic or an overlapping
+//!   WRITE; every SEND packet starts with a placement header (receive sequence number, offset).
+//! - **Responder.** Within [`SR_WINDOW`] PSNs of ePSN it places split WRITE_ONLY and SEND
+//!   packets and defers READ requests and atomics; they retire in order when ePSN reaches them.
+//!   While it holds anything it answers with SACK blocks (a NAK "PSN sequence error" for ePSN
+//!   carrying a 256-bit bitmap of what it holds): on the first out-of-order arrival after ePSN
+//!   moved, [`DUP_THRESH`] held packets later, then every [`SACK_EVERY`], and for AckReq.
+//! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
+//!   is resent alone (a READ: the run of responses it misses); READ responses are placed on
+//!   arrival; the retransmit timer follows the measured round trip, with a short RTO_low when
+//!   at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
+//! - **In flight.** New packets stop while `max_inflight` PSNs are *undelivered* (sent, not
+//!   acknowledged, not held by the responder — IRN's BDP-FC counts them so) or the oldest
+//!   unacknowledged PSN is [`SR_WINDOW`] behind: while a hole is repaired, new packets take
+//!   the place of those the responder holds, so the line stays busy. Go-back-N stops at
+//!   `max_inflight` unacknowledged PSNs.
 
 use super::mtu::Mtu;
 
-/// Bitmap window of selective repeat, in PSNs: the most PSNs the requester has outstanding and
-/// the responder remembers beyond ePSN. Equal to the go-back-N window (rxe
-/// `RXE_MAX_UNACKED_PSNS`).
-pub const SR_WINDOW: u32 = 128;
+/// Bitmap window of selective repeat, in PSNs: the most PSNs the requester has beyond its
+/// oldest unacknowledged one, and the responder remembers beyond ePSN (one SACK block). Twice
+/// the in-flight cap ([`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS), rxe's go-back-N
+/// window): while a hole is repaired, the requester keeps sending new packets in place of
+/// those the responder already holds, so the line stays busy (see the requester's
+/// `window_allows`).
+pub const SR_WINDOW: u32 = 256;
 
 /// Selective repeat: the responder queues a SACK after this many packets held since the last
-/// one (besides the first out-of-order arrival after ePSN moved, and any with AckReq).
-pub const SACK_EVERY: u32 = 4;
+/// one (besides the first out-of-order arrival after ePSN moved, the [`DUP_THRESH`]-th held
+/// packet after it, and any packet with AckReq). Each SACK is a datagram through both hosts;
+/// a second loss in the window still shows within 16 + 3 arrivals.
+pub const SACK_EVERY: u32 = 16;
 
 /// Selective repeat: a PSN counts as lost once the peer holds a PSN at least this far beyond
 /// it (reordering by fewer packets causes no resend; RFC 6675's DupThresh).
@@ -67,17 +67,24 @@ pub enum Recovery {
     Selective,
 }
 
+/// What two rdmesh ends use when neither forces a mode: `rdmesh bench` without `--recovery`
+/// (`host::bench::oob`) and mesh rails whose ends both run the soft provider
+/// (`host::mesh::rail`). Kernel rxe, hardware and perftest peers always get go-back-N, whatever
+/// this says. `docs/reliability.md` ("Default") has the measurements behind the choice.
+pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
+
 /// Packets in flight that keep a path of `rate_mbps` Mb/s and round-trip time `rtt_ns` busy at
-/// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most [`SR_WINDOW`]. A starting
-/// point for [`RcQp::set_max_inflight`](super::RcQp::set_max_inflight) (IRN "BDP-FC").
+/// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most
+/// [`MAX_UNACKED_PSNS`](super::MAX_UNACKED_PSNS). A starting point for
+/// [`RcQp::set_max_inflight`](super::RcQp::set_max_inflight) (IRN "BDP-FC").
 pub const fn bdp_packets(rate_mbps: u64, rtt_ns: u64, mtu: Mtu) -> u32 {
     // Mb/s · ns = 10^-3 bit; bytes = rate · rtt / 8000.
     let bytes = (rate_mbps as u128 * rtt_ns as u128).div_ceil(8000);
     let pkts = bytes.div_ceil(mtu.bytes() as u128);
     if pkts == 0 {
         1
-    } else if pkts > SR_WINDOW as u128 {
-        SR_WINDOW
+    } else if pkts > super::MAX_UNACKED_PSNS as u128 {
+        super::MAX_UNACKED_PSNS
     } else {
         pkts as u32
     }
@@ -92,7 +99,10 @@ mod test {
         // 10 Gb/s · 10 µs = 12_500 B = 4 packets of 4096 (3.05 → 4).
         assert_eq!(bdp_packets(10_000, 10_000, Mtu::Mtu4096), 4);
         // 100 Gb/s · 20 µs = 250_000 B / 1024 = 244.1 → capped at 128.
-        assert_eq!(bdp_packets(100_000, 20_000, Mtu::Mtu1024), SR_WINDOW);
+        assert_eq!(
+            bdp_packets(100_000, 20_000, Mtu::Mtu1024),
+            crate::rc::MAX_UNACKED_PSNS
+        );
         assert_eq!(bdp_packets(0, 10_000, Mtu::Mtu256), 1);
         // 25 Gb/s · 8 µs = 25_000 B / 1024 = 24.4 → 25.
         assert_eq!(bdp_packets(25_000, 8_000, Mtu::Mtu1024), 25);

@@ -7,8 +7,9 @@
 //! - AckReq on the last packet of every message and on at least every 64th packet
 //!   (rxe_req.c, `RXE_MAX_PKT_PER_ACK`).
 //! - Window: no new packet while [`MAX_UNACKED_PSNS`] PSNs (or the smaller in-flight cap) are
-//!   unacknowledged (rxe_req.c, `RXE_MAX_UNACKED_PSNS`); no new READ/atomic while
-//!   `max_rd_atomic` of them are outstanding (rxe_req.c `check_init_depth`).
+//!   unacknowledged (rxe_req.c, `RXE_MAX_UNACKED_PSNS`) — in selective repeat, undelivered
+//!   (see `window_allows`); no new READ/atomic while `max_rd_atomic` of them are outstanding
+//!   (rxe_req.c `check_init_depth`).
 //! - Atomics (COMPARE_SWAP, FETCH_ADD): one packet with an AtomicETH and AckReq, one PSN; they
 //!   count with READs against the initiator depth (IBTA vol. 1 §9.4.5; rxe_req.c).
 //! - Retries rewind to the oldest unacknowledged PSN (go-back-N): a partly acknowledged
@@ -266,7 +267,7 @@ impl<const SQ: usize> Requester<SQ> {
 
     /// Sets the in-flight cap (clamped to 1..=128).
     pub(crate) fn set_max_inflight(&mut self, packets: u32) {
-        self.max_inflight = packets.clamp(1, SR_WINDOW);
+        self.max_inflight = packets.clamp(1, MAX_UNACKED_PSNS);
     }
 
     /// Applies the RTS attributes; the send queue is empty at this point.
@@ -297,20 +298,25 @@ impl<const SQ: usize> Requester<SQ> {
 
     /// The retransmit timeout to arm now: the IBTA Local ACK Timeout in go-back-N or before
     /// any round-trip sample; in selective repeat SRTT + 4·RTTVAR (RFC 6298), at least
-    /// [`RTO_LOW_MIN_NS`] with at most [`RTO_LOW_PACKETS`] PSNs in flight (IRN's RTO_low)
-    /// and [`RTO_HIGH_MIN_NS`] otherwise, doubled per timeout without progress, at most the
-    /// Local ACK Timeout. `None` when the timer is off (`timeout` 0).
+    /// [`RTO_HIGH_MIN_NS`] — or, with at most [`RTO_LOW_PACKETS`] PSNs undelivered (IRN's
+    /// RTO_low), SRTT + RTTVAR, at least [`RTO_LOW_MIN_NS`] — doubled per timeout without
+    /// progress, at most the Local ACK Timeout. `None` when the timer is off (`timeout` 0).
     pub(crate) fn rto_ns(&self) -> Option<u64> {
         let ibta = ack_timeout_ns(self.rts.timeout)?;
         let Some(srtt) = self.srtt_ns.filter(|_| self.selective()) else {
             return Some(ibta);
         };
-        let floor = if self.undelivered() <= RTO_LOW_PACKETS {
-            RTO_LOW_MIN_NS
+        // RTO_low: the few packets still undelivered were resent or sent last, behind little
+        // or nothing at the responder, so their answer is due within about one smoothed
+        // round trip (inflated by the queue the full window built); the 4·RTTVAR margin of
+        // RFC 6298, fed by host scheduling jitter, would stretch a tail loss to many RTTs.
+        // A spurious RTO_low resends at most RTO_LOW_PACKETS packets.
+        let (floor, margin) = if self.undelivered() <= RTO_LOW_PACKETS {
+            (RTO_LOW_MIN_NS, self.rttvar_ns)
         } else {
-            RTO_HIGH_MIN_NS
+            (RTO_HIGH_MIN_NS, 4 * self.rttvar_ns)
         };
-        let rto = srtt.saturating_add(4 * self.rttvar_ns).max(floor);
+        let rto = srtt.saturating_add(margin).max(floor);
         Some(rto.saturating_mul(1 << self.backoff.min(20)).min(ibta))
     }
 
@@ -318,7 +324,7 @@ impl<const SQ: usize> Requester<SQ> {
     /// (SACK) and READ responses already placed — the packets "in flight" of IRN's RTO_low
     /// rule.
     pub(crate) fn undelivered(&self) -> u32 {
-        let known = (self.sacked.bits() | self.got.bits()).count_ones();
+        let known = self.sacked.union_len_from(&self.got, self.comp_psn);
         self.psn_hi
             .distance_from(self.comp_psn)
             .saturating_sub(known)
@@ -417,7 +423,10 @@ impl<const SQ: usize> Requester<SQ> {
         if self.rnr_timer.is_armed() {
             return false;
         }
-        if self.selective() && self.resend.first_from(self.comp_psn).is_some() {
+        if self.selective()
+            && !self.resend.is_empty()
+            && self.resend.first_from(self.comp_psn).is_some()
+        {
             return true;
         }
         let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
@@ -435,19 +444,29 @@ impl<const SQ: usize> Requester<SQ> {
         true
     }
 
-    /// `true` when the next new packet (of `entry`, at the cursor) fits the window: fewer than
-    /// `max_inflight` PSNs outstanding; in selective repeat a READ's whole reservation must
-    /// fit (its responses are placed through a `SR_WINDOW`-PSN scoreboard), unless nothing is
-    /// outstanding.
+    /// `true` when the next new packet (of `entry`, at the cursor) fits the window. Go-back-N:
+    /// fewer than `max_inflight` PSNs outstanding. Selective repeat: fewer than `max_inflight`
+    /// undelivered (what the responder holds, or READ responses placed, no longer count: new
+    /// packets take their place while a hole is repaired) and fewer than [`SR_WINDOW`]
+    /// outstanding (the scoreboards' and the responder's reach); a READ's whole reservation
+    /// must fit both, unless nothing is outstanding.
     fn window_allows(&self, entry: &SqEntry) -> bool {
         let out = self.psn.distance_from(self.comp_psn);
-        if out >= self.max_inflight {
-            return false;
+        if !self.selective() {
+            return out < self.max_inflight;
         }
-        if self.selective() && entry.is_read() && out > 0 {
-            return out + (entry.npkts - self.cur_pkt) <= self.max_inflight;
+        let n = if entry.is_read() && out > 0 {
+            entry.npkts - self.cur_pkt
+        } else {
+            1
+        };
+        if out + n <= self.max_inflight {
+            // Fewer outstanding than the cap: fewer undelivered too (every loss-free packet).
+            return true;
         }
-        true
+        // `n` is 1 but for a READ's whole reservation.
+        let pipe = self.undelivered();
+        out + n <= SR_WINDOW && pipe + n <= self.max_inflight
     }
 
     /// The next selective resend: (WQE index, packet index), dropping stale bits.
@@ -585,8 +604,10 @@ impl<const SQ: usize> Requester<SQ> {
                 self.cur_pkt += consumed;
             }
         }
-        if let Some(t) = self.rto_ns() {
-            self.retrans_timer.arm_if_idle(now.add_nanos(t));
+        if !self.retrans_timer.is_armed() {
+            if let Some(t) = self.rto_ns() {
+                self.retrans_timer.arm(now.add_nanos(t));
+            }
         }
         Ok(Some(n))
     }

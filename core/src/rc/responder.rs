@@ -37,7 +37,7 @@ use super::memory::{scatter, AccessKind, AtomicOp, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, SACK_EVERY, SR_WINDOW};
+use super::recovery::{Recovery, DUP_THRESH, SACK_EVERY, SR_WINDOW};
 use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
 use crate::wire::{
     placement, sack, AethRepr, NakCode, Opcode, PlacementRepr, Psn, SackRepr, Syndrome,
@@ -94,7 +94,7 @@ enum Response {
         syndrome: Syndrome,
         msn: u32,
         /// Selective repeat: the SACK bitmap (PSNs held from `psn` on) this NAK carries.
-        sack: Option<u128>,
+        sack: Option<[u128; 2]>,
     },
     /// READ responses, or the ATOMIC ACKNOWLEDGE, of resource `slot`.
     Read { slot: usize },
@@ -200,6 +200,8 @@ pub(crate) struct Responder<const RQ: usize> {
     recv_consumed: u32,
     /// Selective repeat: packets held since the last SACK was queued.
     held_since_sack: u32,
+    /// Selective repeat: SACKs queued since ePSN last moved.
+    sacks_at_epsn: u32,
 }
 
 /// Outcome of executing one in-sequence request.
@@ -255,6 +257,7 @@ impl<const RQ: usize> Responder<RQ> {
             held_pkts: [None; SR_WINDOW as usize],
             recv_consumed: 0,
             held_since_sack: 0,
+            sacks_at_epsn: 0,
         }
     }
 
@@ -384,6 +387,7 @@ impl<const RQ: usize> Responder<RQ> {
     fn push_sack(&mut self) {
         self.held.advance(self.epsn);
         self.held_since_sack = 0;
+        self.sacks_at_epsn += 1;
         self.nak_sent = true;
         if let Some(Response::Ack { syndrome, sack, .. }) = self.out.back() {
             if syndrome.is_ack() || sack.is_some() {
@@ -465,7 +469,9 @@ impl<const RQ: usize> Responder<RQ> {
 
     /// Selective repeat: a request ahead of ePSN. Kept when it can be (see [`Self::hold`]);
     /// a second copy of a held packet is dropped. A SACK is queued on the first out-of-order
-    /// arrival after ePSN moved, then every [`SACK_EVERY`] held packets and for AckReq.
+    /// arrival after ePSN moved, after [`DUP_THRESH`] more held packets (the SACK that shows
+    /// the requester its first loss), then every [`SACK_EVERY`] held packets, and for any
+    /// AckReq packet (a message's last, a resend) — the one a short tail depends on.
     fn out_of_order<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
@@ -487,7 +493,12 @@ impl<const RQ: usize> Responder<RQ> {
             ctr.out_of_order_placed += 1;
             self.held_since_sack += 1;
         }
-        if !self.nak_sent || self.held_since_sack >= SACK_EVERY || hdr.bth.ack_req {
+        let every = if self.sacks_at_epsn == 1 {
+            DUP_THRESH
+        } else {
+            SACK_EVERY
+        };
+        if !self.nak_sent || self.held_since_sack >= every || hdr.bth.ack_req {
             self.push_sack();
         }
         Ok(())
@@ -585,6 +596,7 @@ impl<const RQ: usize> Responder<RQ> {
     ) -> Exec {
         let psn = hdr.bth.psn;
         self.nak_sent = false;
+        self.sacks_at_epsn = 0;
         let op = hdr.bth.opcode;
         let in_send = matches!(self.msg, Message::Send { .. });
         let in_write = matches!(self.msg, Message::Write { .. });
@@ -644,18 +656,11 @@ impl<const RQ: usize> Responder<RQ> {
         if payload.len() > mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
             return false;
         }
+        // The write checks key, range and access before copying anything.
         payload.is_empty()
-            || (mem
-                .check(
-                    reth.rkey,
-                    reth.va,
-                    reth.dma_len as u64,
-                    AccessKind::RemoteWrite,
-                )
+            || mem
+                .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
                 .is_ok()
-                && mem
-                    .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
-                    .is_ok())
     }
 
     /// Selective repeat, after an in-sequence request: executes the held packets ePSN now
@@ -664,6 +669,10 @@ impl<const RQ: usize> Responder<RQ> {
     /// new ePSN when anything retired (whether or not those packets asked for one: the
     /// requester learns at once that the hole closed).
     fn retire_held<M: MemoryAccess + ?Sized>(&mut self, mem: &mut M) -> Exec {
+        if self.held.is_empty() {
+            // Nothing held (every packet of a loss-free run): nothing to retire or report.
+            return Ok(());
+        }
         let mut retired = false;
         loop {
             self.held.advance(self.epsn);
@@ -828,8 +837,12 @@ impl<const RQ: usize> Responder<RQ> {
             if !len_ok {
                 return Self::fatal(psn, NakCode::InvalidRequest);
             }
-            // IBTA vol. 1 §9.7.4.1.4: a zero-length WRITE does not validate the R_Key.
+            // IBTA vol. 1 §9.7.4.1.4: a zero-length WRITE does not validate the R_Key. A
+            // WRITE_ONLY is validated by the write below (MemoryAccess checks key, range and
+            // access before copying anything): one region lookup per packet, not two — every
+            // packet of a split WRITE is one.
             if reth.dma_len > 0
+                && !op.is_only()
                 && mem
                     .check(
                         reth.rkey,

@@ -39,7 +39,7 @@ pub struct IbPacket<'a> {
 
 /// `true` when an `opcode` packet may carry `len` payload bytes: any length for the opcodes with
 /// a payload (IBTA Table 38), none for the others — except an ACKNOWLEDGE carrying exactly the
-/// 20 bytes of an rdmesh SACK block ([`super::sack`]; selective repeat between two rdmesh QPs
+/// 36 bytes of an rdmesh SACK block ([`super::sack`]; selective repeat between two rdmesh QPs
 /// that negotiated it).
 pub(crate) fn payload_allowed(opcode: Opcode, len: usize) -> bool {
     len == 0
@@ -196,14 +196,19 @@ mod test {
         assert_eq!(n, 16);
         assert!(IbPacket::parse(&buf[..n + 4]).is_ok());
         assert_eq!(IbPacket::parse(&buf[..n + 8]), Err(Error::BadLength));
-        // An rdmesh SACK block (20 bytes) after the AETH is accepted, other lengths are not.
-        let mut sack = [0u8; 64];
+        // An rdmesh SACK block (36 bytes) after the AETH is accepted, other lengths are not.
+        let mut sack = [0u8; 80];
         sack[..n].copy_from_slice(&buf[..n]);
-        let p = IbPacket::parse(&sack[..n + 20 + 4]).unwrap();
-        assert_eq!(p.payload.len(), 20);
+        let p = IbPacket::parse(&sack[..n + 36 + 4]).unwrap();
+        assert_eq!(p.payload.len(), 36);
         // ... and emitted again.
-        let mut again = [0u8; 64];
-        assert_eq!(IbPacket::emit(&t, p.payload, &mut again), Ok(n + 20));
-        assert_eq!(IbPacket::parse(&sack[..n + 24 + 4]), Err(Error::BadLength));
+        let mut again = [0u8; 80];
+        assert_eq!(IbPacket::emit(&t, p.payload, &mut again), Ok(n + 36));
+        assert_eq!(IbPacket::parse(&sack[..n + 40 + 4]), Err(Error::BadLength));
+        assert_eq!(
+            IbPacket::parse(&sack[..n + 20 + 4]),
+            Err(Error::BadLength),
+            "version 1"
+        );
     }
 }

@@ -51,12 +51,11 @@ pub const RECOVERY_SELECTIVE: u8 = 1;
 /// Hello code: the client has no preference; the server answers with the mode in its QP info.
 pub const RECOVERY_NEGOTIATE: u8 = 2;
 
-/// What two rdmesh ends use when neither was given `--recovery`. Go-back-N for now: selective
-/// repeat wins by 2–23× at 1 % and 5 % loss but not at every rate measured (0.1 % WRITE and
-/// loss-free were at or below go-back-N on the shared 2-core VM; `docs/reliability.md` has the
-/// table). One end's `--recovery selective` is enough: the other follows. perftest and
-/// pingpong peers never negotiate: they speak go-back-N.
-pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
+/// What two rdmesh ends use when neither was given `--recovery` (the mesh's rails follow the
+/// same default): see [`rdmesh_core::rc::NEGOTIATED_RECOVERY`] and the table in
+/// `docs/reliability.md`. One end's `--recovery selective` is enough: the other follows.
+/// perftest and pingpong peers never negotiate: they speak go-back-N.
+pub use rdmesh_core::rc::NEGOTIATED_RECOVERY;
 
 /// The code of a recovery mode in the hello and the QP info.
 pub fn recovery_code(r: Recovery) -> u8 {

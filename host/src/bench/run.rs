@@ -448,11 +448,25 @@ pub enum SizeResult {
     Lat(LatResult),
 }
 
+/// Whether this end's QPs can use selective repeat (the soft provider's can; hardware QPs and
+/// the device model speak go-back-N only).
+fn selective_capable(choice: &DeviceChoice) -> bool {
+    choice.provider == crate::verbs::ProviderKind::Soft
+}
+
 fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<Vec<SizeResult>> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(0).max(1);
     let slots = slots_for(opts, max_size);
-    // No --recovery: the server chooses (its own --recovery, else oob::NEGOTIATED_RECOVERY).
-    let asked = opts.recovery.map_or(RECOVERY_NEGOTIATE, recovery_code);
+    // No --recovery: the server chooses (its own --recovery, else oob::NEGOTIATED_RECOVERY) —
+    // unless this end's device speaks go-back-N only (the model, a vfio function).
+    let asked = opts.recovery.map_or(
+        if selective_capable(choice) {
+            RECOVERY_NEGOTIATE
+        } else {
+            recovery_code(Recovery::GoBackN)
+        },
+        recovery_code,
+    );
     ch.send_hello(&Hello {
         mode: opts.mode.code(),
         lat: opts.lat,
@@ -563,7 +577,11 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
                 hello.slots, hello.max_size
             ))
         })?;
-    let recovery = negotiate(hello.recovery, opts.recovery)?;
+    // A device that speaks go-back-N only (the model, a vfio function) answers with it.
+    let own = opts
+        .recovery
+        .or((!selective_capable(choice)).then_some(Recovery::GoBackN));
+    let recovery = negotiate(hello.recovery, own)?;
     let ep = Endpoint::open(choice, buf_len as usize)?;
     ep.qp.set_recovery(recovery)?;
     if mode == Mode::Read && hello.verify {

@@ -20,6 +20,7 @@ use crate::mesh::progress::{Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
 use crate::mesh::tagged::{RecvBuf, Tagged};
+use crate::verbs::Recovery;
 
 /// How long a closing connection may take to flush its CLOSE frame.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
@@ -35,6 +36,17 @@ pub struct RouteLink {
     pub remote: IpAddr,
     /// The rail's weight, Gb/s.
     pub gbps: f64,
+    /// The loss recovery both ends of the rail agreed on in the handshake (JSON:
+    /// `"go-back-n"` or `"selective"`).
+    #[serde(serialize_with = "recovery_name")]
+    pub recovery: Recovery,
+}
+
+fn recovery_name<S: serde::Serializer>(r: &Recovery, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(match r {
+        Recovery::GoBackN => "go-back-n",
+        Recovery::Selective => "selective",
+    })
 }
 
 /// Where a connection goes: the peer, the relays in between, and the rails of the first hop.
@@ -69,8 +81,16 @@ impl fmt::Display for Route {
             }
             write!(
                 f,
-                "{} {} -> {} ({} Gb/s)",
-                l.netdev, l.local, l.remote, l.gbps
+                "{} {} -> {} ({} Gb/s{})",
+                l.netdev,
+                l.local,
+                l.remote,
+                l.gbps,
+                if l.recovery == Recovery::Selective {
+                    ", selective repeat"
+                } else {
+                    ""
+                }
             )?;
         }
         Ok(())

@@ -13,6 +13,7 @@
 //! | `RDMESH_IB_TIMEOUT` | 16 | QP local ACK timeout code, 4.096 µs · 2^n (16 ≈ 268 ms) |
 //! | `RDMESH_IB_RETRY_CNT` | 7 | QP transport retries before a link is declared down (16 and 7: about 2.1 s) |
 //! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
+//! | `RDMESH_RECOVERY` | negotiated | `selective` or `go-back-n`: the loss recovery this node insists on for its rails (selective repeat only where both ends are soft-provider QPs; see [`crate::mesh::rail::RecoveryOffer`]) |
 //! | `RDMESH_PROVIDER` | soft | `soft`, `model` (the mlx5 device model, its port on a UDP socket) or `vfio:BDF`: the provider of every NIC's device (a NIC listed as `vfio:BDF=addr/len` keeps its own) |
 
 use std::time::Duration;
@@ -58,6 +59,9 @@ pub struct MeshConfig {
     /// The provider of the NICs' devices (`RDMESH_PROVIDER`); `None`: each NIC's own
     /// (soft unless listed as `vfio:BDF`).
     pub provider: Option<crate::verbs::ProviderKind>,
+    /// The loss recovery this node insists on for its rails (`RDMESH_RECOVERY`); `None`: the
+    /// handshake negotiates it ([`crate::mesh::rail::RecoveryOffer`]).
+    pub recovery: Option<crate::verbs::Recovery>,
 }
 
 impl Default for MeshConfig {
@@ -81,6 +85,7 @@ impl Default for MeshConfig {
             max_requests: 64,
             keepalive: Duration::from_millis(200),
             provider: None,
+            recovery: None,
         }
     }
 }
@@ -145,13 +150,44 @@ impl MeshConfig {
         }
         c.provider =
             crate::verbs::ProviderKind::from_env().map_err(|e| MeshError::Config(e.to_string()))?;
+        c.recovery = parse_recovery(env("RDMESH_RECOVERY").as_deref())?;
         Ok(c)
+    }
+}
+
+/// `RDMESH_RECOVERY`: `selective`, `go-back-n`, or unset / `auto` (negotiated).
+fn parse_recovery(v: Option<&str>) -> Result<Option<crate::verbs::Recovery>> {
+    use crate::verbs::Recovery;
+    match v.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("auto") => Ok(None),
+        Some("selective") => Ok(Some(Recovery::Selective)),
+        Some("go-back-n") | Some("gbn") => Ok(Some(Recovery::GoBackN)),
+        Some(other) => Err(MeshError::Config(format!(
+            "RDMESH_RECOVERY={other:?} is not selective, go-back-n or auto"
+        ))),
     }
 }
 
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn recovery_variable() {
+        use crate::verbs::Recovery;
+        assert_eq!(parse_recovery(None).unwrap(), None);
+        assert_eq!(parse_recovery(Some("auto")).unwrap(), None);
+        assert_eq!(
+            parse_recovery(Some(" Selective ")).unwrap(),
+            Some(Recovery::Selective)
+        );
+        assert_eq!(
+            parse_recovery(Some("go-back-n")).unwrap(),
+            Some(Recovery::GoBackN)
+        );
+        let e = parse_recovery(Some("irn")).unwrap_err().to_string();
+        assert!(e.contains("RDMESH_RECOVERY=\"irn\""), "{e}");
+    }
 
     #[test]
     fn defaults() {

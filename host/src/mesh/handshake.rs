@@ -217,7 +217,13 @@ pub(crate) fn client_hop(
     if req.kind != RequestKind::Topology {
         for c in &choices {
             let nic = node.nics[c.nic].clone();
-            let rail = Rail::new(nic, c.peer_addr, role, node.config.timing)?;
+            let rail = Rail::new(
+                nic,
+                c.peer_addr,
+                role,
+                node.config.timing,
+                node.config.recovery,
+            )?;
             proposals.push(RailProposal {
                 to: c.peer_addr,
                 info: rail.local_info(),
@@ -606,6 +612,7 @@ fn accept_rails(
             p.info.addr,
             RailParams::DATA_RECEIVER,
             node.config.timing,
+            node.config.recovery,
         )
         .and_then(|mut r| r.connect(&p.info).map(|_| r));
         match made {
@@ -654,6 +661,7 @@ pub(crate) fn route_of(peer: &NodeInfo, via: Vec<String>, rails: &[Rail]) -> Rou
                 local: r.nic().spec.addr.ip,
                 remote: r.peer_addr(),
                 gbps: (r.gbps() * 1000.0).round() / 1000.0,
+                recovery: r.recovery(),
             })
             .collect(),
     }

@@ -1,5 +1,5 @@
 //! The mesh handshake's messages, carried over TCP by [`crate::framing`] with magic `"RDMM"`,
-//! version 2, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
+//! version 3, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
 //! bounded (see the `MAX_*` constants) and checked before anything is allocated.
 //!
 //! | type | direction | payload |
@@ -20,8 +20,9 @@ use crate::mesh::rail::RailInfo;
 /// The handshake protocol.
 pub static PROTOCOL: Protocol = Protocol {
     magic: *b"RDMM",
-    // 2: rails carry their port's MAC (RailInfo).
-    version: 2,
+    // 2: rails carry their port's MAC (RailInfo). 3: and their loss recovery offer
+    // (RailInfo::recovery). Both ends must speak the same version (crate::framing).
+    version: 3,
     max_payload: 64 << 10,
     name: "an rdmesh mesh node",
 };
@@ -280,6 +281,7 @@ pub fn reject_reason(b: &[u8]) -> String {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::mesh::rail::RecoveryOffer;
     use crate::topo::IfAddr;
 
     fn node(id: u64) -> NodeInfo {
@@ -308,6 +310,7 @@ mod test {
             mbps: 10_000,
             netdev: format!("veth{n}"),
             mac: (n % 2 == 0).then_some([2, 0, 0, 0, 0, n]),
+            recovery: RecoveryOffer::from_code(n % 3).unwrap(),
         }
     }
 

@@ -27,7 +27,7 @@ use crate::mesh::frame::{FrameKind, HEADER_LEN};
 use crate::mesh::nic::Nic;
 use crate::verbs::{
     AccessFlags, AhAttr, CompletionQueue, MemoryRegion, Mtu, QpAttr, QpCap, QpState, QueuePair,
-    RecvWr, SendWr, Sge, WcStatus, WrOpcode,
+    Recovery, RecvWr, SendWr, Sge, WcStatus, WrOpcode,
 };
 
 const WR_SEND: u64 = 1 << 32;
@@ -92,6 +92,70 @@ impl QpTiming {
     }
 }
 
+/// What one end of a rail offers for its QP's loss recovery, sent in [`RailInfo`] (protocol
+/// 3). Both ends compute the rail's mode from the two offers ([`RecoveryOffer::agree`]) and
+/// set it on their QP before it moves to RTR, so no packet is ever sent under another mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecoveryOffer {
+    /// IBTA go-back-N only: a hardware QP (the vfio provider, the device model), or an end
+    /// configured with `RDMESH_RECOVERY=go-back-n`.
+    GoBackN,
+    /// Either mode (a soft-provider QP): the rail uses
+    /// [`NEGOTIATED_RECOVERY`](rdmesh_core::rc::NEGOTIATED_RECOVERY) unless the other end
+    /// asks for one.
+    Either,
+    /// Selective repeat wanted (`RDMESH_RECOVERY=selective`): the rail uses it when the other
+    /// end can.
+    Selective,
+}
+
+impl RecoveryOffer {
+    /// The byte on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            RecoveryOffer::GoBackN => 0,
+            RecoveryOffer::Either => 1,
+            RecoveryOffer::Selective => 2,
+        }
+    }
+
+    /// The offer of a wire byte, `None` for an unknown one.
+    pub fn from_code(c: u8) -> Option<RecoveryOffer> {
+        [
+            RecoveryOffer::GoBackN,
+            RecoveryOffer::Either,
+            RecoveryOffer::Selective,
+        ]
+        .into_iter()
+        .find(|o| o.code() == c)
+    }
+
+    /// The offer of an end whose device is `provider` (`"soft"`, `"vfio"`, ...) and whose
+    /// configuration forces `forced` (`RDMESH_RECOVERY`, `None`: no preference).
+    pub fn of(provider: &str, forced: Option<Recovery>) -> RecoveryOffer {
+        if provider != "soft" {
+            return RecoveryOffer::GoBackN;
+        }
+        match forced {
+            None => RecoveryOffer::Either,
+            Some(Recovery::GoBackN) => RecoveryOffer::GoBackN,
+            Some(Recovery::Selective) => RecoveryOffer::Selective,
+        }
+    }
+
+    /// The mode of a rail whose ends offer `self` and `peer` (symmetric): go-back-N when
+    /// either end offers only that (hardware, rxe-like, or forced), selective repeat when
+    /// either end asks for it and the other can, else the negotiated default.
+    pub fn agree(self, peer: RecoveryOffer) -> Recovery {
+        use RecoveryOffer::*;
+        match (self, peer) {
+            (GoBackN, _) | (_, GoBackN) => Recovery::GoBackN,
+            (Selective, _) | (_, Selective) => Recovery::Selective,
+            (Either, Either) => rdmesh_core::rc::NEGOTIATED_RECOVERY,
+        }
+    }
+}
+
 /// What one end of a rail tells the other in the handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RailInfo {
@@ -120,6 +184,8 @@ pub struct RailInfo {
     /// Its port's MAC, when its device knows one: a vfio-provider peer puts it in the QP's
     /// address path (a function on vfio-pci has no netdev, so no ARP resolves it).
     pub mac: Option<[u8; 6]>,
+    /// What it offers for loss recovery (protocol 3; one byte after the MAC).
+    pub recovery: RecoveryOffer,
 }
 
 impl RailInfo {
@@ -140,6 +206,7 @@ impl RailInfo {
             Some(m) => w.u8(1).raw(&m),
             None => w.u8(0),
         };
+        w.u8(self.recovery.code());
     }
 
     /// Decodes what [`RailInfo::encode`] wrote, checking the ranges.
@@ -165,6 +232,11 @@ impl RailInfo {
                     Some(m)
                 }
                 v => return Err(format!("rail MAC flag {v} is not 0 or 1")),
+            },
+            recovery: {
+                let c = r.u8("rail recovery offer")?;
+                RecoveryOffer::from_code(c)
+                    .ok_or_else(|| format!("rail recovery offer {c} is not 0, 1 or 2"))?
             },
         };
         if i.qpn > 0xff_ffff || i.qpn < 2 || i.psn > 0xff_ffff {
@@ -270,6 +342,9 @@ pub struct Rail {
     params: RailParams,
     psn: u32,
     timing: QpTiming,
+    /// What this end offers for loss recovery, and the mode agreed at [`Rail::connect`].
+    offer: RecoveryOffer,
+    recovery: Recovery,
     peer: Option<PeerSide>,
     free_send: Vec<u32>,
     in_flight: Vec<Option<(u64, u32)>>,
@@ -292,7 +367,8 @@ fn random_u32() -> u32 {
 
 impl Rail {
     /// Creates the QP (in INIT, receives posted) and the slot rings of one end on `nic`, toward
-    /// the peer address `peer_addr`.
+    /// the peer address `peer_addr`. `recovery`: the loss recovery this end insists on
+    /// (`RDMESH_RECOVERY`), `None` to let the handshake choose ([`RecoveryOffer`]).
     ///
     /// Errors: [`MeshError::Host`] when a verbs call fails.
     pub fn new(
@@ -300,6 +376,7 @@ impl Rail {
         peer_addr: IpAddr,
         params: RailParams,
         timing: QpTiming,
+        recovery: Option<Recovery>,
     ) -> Result<Rail> {
         let host = |what: &str, e: crate::Error| {
             MeshError::Host(format!("rail on {}: {what}: {e}", nic.spec.label()))
@@ -369,6 +446,8 @@ impl Rail {
             params,
             psn: random_u32() & 0xff_ffff,
             timing,
+            offer: RecoveryOffer::of(nic.device.provider(), recovery),
+            recovery: Recovery::GoBackN,
             peer: None,
             free_send: (0..params.send_slots).rev().collect(),
             in_flight: vec![None; params.send_slots as usize],
@@ -399,7 +478,15 @@ impl Rail {
             mbps: (self.nic.spec.gbps * 1000.0).round().min(u32::MAX as f64) as u32,
             netdev: self.nic.spec.netdev.clone(),
             mac: self.nic.device.mac(),
+            recovery: self.offer,
         }
+    }
+
+    /// The loss recovery of the rail's QP: go-back-N until [`Rail::connect`], then the mode
+    /// both ends agreed on (as the QP itself reports it).
+    pub fn recovery(&self) -> Recovery {
+        debug_assert_eq!(self.qp.recovery(), self.recovery);
+        self.qp.recovery()
     }
 
     /// Connects to the peer's end: RTR then RTS. The path MTU is the smaller of both ends'.
@@ -426,6 +513,9 @@ impl Rail {
         } else {
             "IPv6 (no IPv4 address of the peer on this link)"
         };
+        // Both ends compute the same mode from the two offers; it is set while the QP is
+        // still in INIT, before either end can send a packet on it.
+        let recovery = self.offer.agree(peer.recovery);
         tracing::info!(
             netdev = %self.nic.spec.netdev,
             local = %self.nic.spec.addr.ip,
@@ -434,11 +524,20 @@ impl Rail {
             peer_max_mtu = peer.mtu,
             mtu_source = %why,
             family,
+            ?recovery,
+            local_offer = ?self.offer,
+            peer_offer = ?peer.recovery,
             "rail path chosen"
         );
         let host = |what: &str, e: crate::Error| {
             MeshError::Host(format!("rail {}: {what}: {e}", self.link))
         };
+        if recovery != Recovery::GoBackN {
+            self.qp
+                .set_recovery(recovery)
+                .map_err(|e| host("choosing the loss recovery", e))?;
+        }
+        self.recovery = recovery;
         if self.nic.device.provider() != "soft" {
             let mac = peer.mac.ok_or_else(|| {
                 MeshError::Host(format!(
@@ -833,19 +932,33 @@ mod test {
             mbps: 100_000,
             netdev: "enp1s0f0np0".into(),
             mac: Some([2, 0, 0, 0, 0, 9]),
+            recovery: RecoveryOffer::Selective,
         };
         let mut w = Writer::new();
         i.encode(&mut w);
+        // The recovery offer is the last byte.
+        assert_eq!(w.0.last(), Some(&2));
         let mut r = Reader::new(&w.0);
         assert_eq!(RailInfo::decode(&mut r).unwrap(), i);
         r.finish("rail").unwrap();
         let none = RailInfo {
             mac: None,
+            recovery: RecoveryOffer::GoBackN,
             ..i.clone()
         };
         let mut w = Writer::new();
         none.encode(&mut w);
         assert_eq!(RailInfo::decode(&mut Reader::new(&w.0)).unwrap(), none);
+        // An unknown recovery offer, and a protocol-2 rail info (no offer byte), are refused.
+        let mut w = Writer::new();
+        i.encode(&mut w);
+        *w.0.last_mut().unwrap() = 3;
+        let e = RailInfo::decode(&mut Reader::new(&w.0)).unwrap_err();
+        assert!(e.contains("recovery offer 3"), "{e}");
+        let mut w = Writer::new();
+        i.encode(&mut w);
+        w.0.pop();
+        assert!(RailInfo::decode(&mut Reader::new(&w.0)).is_err());
         for bad in [
             RailInfo {
                 qpn: 1 << 24,
@@ -867,6 +980,34 @@ mod test {
             let mut w = Writer::new();
             bad.encode(&mut w);
             assert!(RailInfo::decode(&mut Reader::new(&w.0)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn recovery_offers_agree_symmetrically() {
+        use RecoveryOffer::*;
+        let all = [GoBackN, Either, Selective];
+        for a in all {
+            assert_eq!(RecoveryOffer::from_code(a.code()), Some(a));
+            for b in all {
+                assert_eq!(a.agree(b), b.agree(a), "{a:?} {b:?}");
+            }
+            // A go-back-N-only end (hardware, rxe-like, or forced) always wins.
+            assert_eq!(a.agree(GoBackN), Recovery::GoBackN);
+        }
+        assert_eq!(RecoveryOffer::from_code(3), None);
+        assert_eq!(Selective.agree(Either), Recovery::Selective);
+        assert_eq!(Selective.agree(Selective), Recovery::Selective);
+        assert_eq!(Either.agree(Either), rdmesh_core::rc::NEGOTIATED_RECOVERY);
+        // Only the soft provider offers selective repeat.
+        assert_eq!(RecoveryOffer::of("soft", None), Either);
+        assert_eq!(
+            RecoveryOffer::of("soft", Some(Recovery::Selective)),
+            Selective
+        );
+        assert_eq!(RecoveryOffer::of("soft", Some(Recovery::GoBackN)), GoBackN);
+        for hw in ["vfio", "model"] {
+            assert_eq!(RecoveryOffer::of(hw, Some(Recovery::Selective)), GoBackN);
         }
     }
 

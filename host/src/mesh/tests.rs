@@ -337,3 +337,54 @@ fn two_endpoints_of_one_node_connect_over_one_nic() {
     assert_eq!(s.route().links[0].local, s.route().links[0].remote);
     exchange(&s, &r, &[3, 100_000], 12);
 }
+
+#[test]
+fn rails_negotiate_loss_recovery_in_the_handshake() {
+    use crate::verbs::Recovery;
+    let recovery = |s: &SendComm, r: &RecvComm| {
+        let (a, b) = (s.route().links.clone(), r.route().links.clone());
+        assert_eq!(a.len(), 1);
+        assert_eq!(b.len(), 1);
+        (a[0].recovery, b[0].recovery)
+    };
+    let forced = |r: Option<Recovery>| move |c: &mut MeshConfig| c.recovery = r;
+    // Two soft-provider nodes with no preference: the negotiated default, on both ends.
+    let a = node(vec![nic("soft_a", "127.0.27.1/24", 10.0)]);
+    let b = node(vec![nic("soft_b", "127.0.27.2/24", 10.0)]);
+    let (s, r) = connect(&a, &b);
+    let d = rdmesh_core::rc::NEGOTIATED_RECOVERY;
+    assert_eq!(recovery(&s, &r), (d, d));
+    exchange(&s, &r, &[70_000], 13);
+    // One end asks for selective repeat: both ends use it, and traffic flows.
+    let c = node_with(
+        vec![nic("soft_c", "127.0.27.3/24", 10.0)],
+        forced(Some(Recovery::Selective)),
+    );
+    let (s, r) = connect(&c, &b);
+    assert_eq!(recovery(&s, &r), (Recovery::Selective, Recovery::Selective));
+    assert!(
+        s.route().to_string().contains("selective repeat"),
+        "{}",
+        s.route()
+    );
+    exchange(&s, &r, &[0, 5000, 300_001], 14);
+    // The listening end asks for it: the same.
+    let l = node_with(
+        vec![nic("soft_l", "127.0.27.4/24", 10.0)],
+        forced(Some(Recovery::Selective)),
+    );
+    let (s, r) = connect(&a, &l);
+    assert_eq!(recovery(&s, &r), (Recovery::Selective, Recovery::Selective));
+    exchange(&s, &r, &[123_456], 15);
+    // A peer that offers go-back-N only (as a hardware QP does) gets go-back-N on both ends,
+    // even against one that wants selective repeat.
+    let g = node_with(
+        vec![nic("soft_g", "127.0.27.5/24", 10.0)],
+        forced(Some(Recovery::GoBackN)),
+    );
+    for (x, y) in [(&c, &g), (&g, &l)] {
+        let (s, r) = connect(x, y);
+        assert_eq!(recovery(&s, &r), (Recovery::GoBackN, Recovery::GoBackN));
+        exchange(&s, &r, &[80_000], 16);
+    }
+}

@@ -290,6 +290,11 @@ impl QpShared {
         self.lock().state
     }
 
+    /// The loss recovery mode chosen for this QP (in force from RTR on).
+    pub(crate) fn recovery(&self) -> Recovery {
+        self.lock().recovery
+    }
+
     pub(crate) fn counters(&self) -> RcCounters {
         self.lock()
             .rc

@@ -525,6 +525,15 @@ impl QueuePair {
         }
     }
 
+    /// The loss recovery mode chosen with [`set_recovery`](Self::set_recovery) (go-back-N
+    /// unless changed; always go-back-N on the vfio provider).
+    pub fn recovery(&self) -> Recovery {
+        match &self.kind {
+            QpKind::Soft { shared, .. } => shared.recovery(),
+            QpKind::Vfio(_) => Recovery::GoBackN,
+        }
+    }
+
     /// Transport counters of this QP. vfio provider and model: what the QP's own Q counter
     /// set holds (QUERY_Q_COUNTER; see [`QueuePair::hw_counters`]) under the nearest soft
     /// names: `out_of_sequence` → `out_of_sequence_requests`, `duplicate_request` →

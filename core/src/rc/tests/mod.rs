@@ -5,6 +5,7 @@ mod atomics;
 mod basic;
 mod congestion;
 mod errors;
+mod goodput;
 mod loss;
 mod property;
 mod selective;

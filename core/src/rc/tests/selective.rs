@@ -72,8 +72,8 @@ fn one_lost_packet_is_resent_alone() {
     );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    // 103..=109 placed out of order; SACKs on the first (103), the fourth held since (107)
-    // and the last (109, AckReq); 102 resent once the SACK shows 107 (DUP_THRESH), no timer.
+    // 103..=109 placed out of order; SACKs on the first (103), the third held since (106,
+    // DUP_THRESH) and the last (109, AckReq); 102 resent once the SACK shows 106, no timer.
     assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(b.out_of_sequence_requests, 7);
     assert_eq!(b.naks_sent.psn_sequence, 3);
@@ -347,8 +347,48 @@ fn in_flight_cap_bounds_unacknowledged_psns() {
     q.set_max_inflight(0);
     assert_eq!(q.max_inflight(), 1);
     q.set_max_inflight(1000);
-    assert_eq!(q.max_inflight(), SR_WINDOW);
-    assert_eq!(SR_WINDOW, MAX_UNACKED_PSNS);
+    assert_eq!(q.max_inflight(), MAX_UNACKED_PSNS);
+    assert_eq!(SR_WINDOW, 2 * MAX_UNACKED_PSNS);
+}
+
+#[test]
+fn a_hole_does_not_stall_the_window() {
+    // In-flight cap 8; PSN 100 is lost, 101..=107 arrive; B's SACKs (on 101, and on 104, the
+    // DUP_THRESH-th held after it) show 101..=104 held. Selective repeat counts what the
+    // responder holds as delivered: A resends 100 and sends 4 new packets (108..=111) before
+    // 100 is acknowledged, so the line stays busy during the repair. Go-back-N resends
+    // 100..=107 and sends nothing new.
+    for (recovery, highest) in [(Recovery::GoBackN, 107), (Recovery::Selective, 111)] {
+        let mut p = pair(recovery, 40 * 256);
+        p.a.set_max_inflight(8);
+        write(&mut p, 1, 0, 40 * 256);
+        while p.transmit(Dir::AtoB) {}
+        assert_eq!(p.a_to_b.len(), 8);
+        p.a_to_b.pop_front(); // PSN 100 lost
+        while let Some(pkt) = p.a_to_b.pop_front() {
+            p.deliver(Dir::AtoB, &pkt);
+        }
+        while p.transmit(Dir::BtoA) {}
+        while let Some(pkt) = p.b_to_a.pop_front() {
+            p.deliver(Dir::BtoA, &pkt);
+        }
+        let before = p.trace.len();
+        while p.transmit(Dir::AtoB) {}
+        let sent: Vec<u32> = p.trace[before..]
+            .iter()
+            .filter(|(d, _, _)| *d == Dir::AtoB)
+            .map(|(_, h, _)| h.bth.psn.value())
+            .collect();
+        assert_eq!(sent.first(), Some(&100), "{recovery:?}: the hole first");
+        assert_eq!(sent.iter().max(), Some(&highest), "{recovery:?}: {sent:?}");
+        assert_eq!(p.a.comp_psn(), Psn::new(100), "{recovery:?}");
+        p.run();
+        assert_delivered_once(&p, 40 * 256);
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [ok_wc(1, WcOpcode::RdmaWrite, 40 * 256, QPN_A)]
+        );
+    }
 }
 
 #[test]
