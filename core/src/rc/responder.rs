@@ -212,7 +212,7 @@ impl<const RQ: usize> Responder<RQ> {
     /// between messages, after a NAK, and while selective repeat holds packets past ePSN
     /// (their bytes may already be placed further on).
     pub(crate) fn write_cursor(&self) -> Option<WriteCursor> {
-        if self.nak_sent || self.held.bits() != 0 {
+        if self.nak_sent || self.held.bits() != [0; 2] {
             return None;
         }
         match self.msg {
