@@ -126,6 +126,8 @@ fn recv_iov(sock: &UdpSocket, iov: &mut [IoSliceMut<'_>], flags: MsgFlags) -> io
     SPACE.with(|space| recv_with(sock, iov, flags, &mut space.borrow_mut()))
 }
 
+// nix's `recvmsg` takes the control-message buffer as `&mut Vec<u8>` (it sets its length).
+#[allow(clippy::ptr_arg)]
 fn recv_with(
     sock: &UdpSocket,
     iov: &mut [IoSliceMut<'_>],
