@@ -4,7 +4,12 @@
 # go-back-N against selective repeat, three runs each; prints MB/s per run. "loss=0" runs
 # without the impairment layer (GSO batches); "loss=0%" runs through it with nothing dropped,
 # which sends one datagram per packet like every lossy run: the loss-free reference on the same
-# path. LOSSES="0% 1%" picks the rates.
+# path. LOSSES="0% 1%" picks the rates, OPS="send" the operations.
+#
+# INTERLEAVE=1: repetitions outermost — each repetition (seed = its number) runs every op ×
+# loss × mode once — so that a machine whose load drifts (a shared VM) affects every cell
+# alike; one line per run with the requester's retransmissions and timeouts and the packets
+# the impairment layer dropped (client, server). docs/reliability.md's table was made so.
 #
 # Usage: scripts/bench/loss-recovery.sh [RDMESH_BINARY] [OUT_DIR]
 set -u
@@ -14,16 +19,43 @@ RUNS=${RUNS:-3}
 export RDMESH_STATS=0
 mkdir -p "$OUT"
 echo "== $(date -u) $(nproc) CPUs, $BIN" | tee -a "$OUT/loss.txt"
-for op in write send read; do
+
+impair() {
+  if [ "$1" = 0 ]; then
+    imp=()
+  else
+    imp=(--impair "loss=$1,seed=$2")
+  fi
+}
+
+if [ "${INTERLEAVE:-0}" = 1 ]; then
+  for run in $(seq "$RUNS"); do
+    for op in ${OPS:-write send read}; do
+      for loss in ${LOSSES:-0 0% 0.1% 1% 5%}; do
+        for rec in go-back-n selective; do
+          impair "$loss" "$run"
+          out=$("$BIN" bench "$op" --loopback -s 64K -D 4 "${imp[@]}" --recovery "$rec" \
+            --counters 2>&1)
+          bw=$(echo "$out" | awk '$1 == 65536 { print $4 }' | tail -n 1)
+          qp=$(echo "$out" | grep "counters client qp" \
+            | grep -oE " (retransmitted_packets|timeouts)=[0-9]+" | tr -d '\n')
+          dropped=$(echo "$out" | grep -E "counters (client|server) device" \
+            | grep -oE " impair.dropped=[0-9]+" | tr -d '\n')
+          echo "run=$run $op loss=$loss $rec: ${bw:-fail}$qp$dropped load=$(cut -d' ' -f1 /proc/loadavg)" \
+            | tee -a "$OUT/loss.txt"
+        done
+      done
+    done
+  done
+  exit 0
+fi
+
+for op in ${OPS:-write send read}; do
   for loss in ${LOSSES:-0 0% 0.1% 1% 5%}; do
     for rec in go-back-n selective; do
       line="$op loss=$loss $rec:"
       for run in $(seq "$RUNS"); do
-        if [ "$loss" = 0 ]; then
-          imp=()
-        else
-          imp=(--impair "loss=$loss,seed=$run")
-        fi
+        impair "$loss" "$run"
         bw=$("$BIN" bench "$op" --loopback -s 64K -D 4 "${imp[@]}" --recovery "$rec" 2>&1 \
           | awk '$1 == 65536 { print $4 }' | tail -n 1)
         line="$line ${bw:-fail}"

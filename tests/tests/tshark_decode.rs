@@ -180,6 +180,8 @@ fn tshark_agrees_with_rdmesh_decode() {
         let pcap = dir.join(format!("{mode}.pcap"));
         let mut bench = Command::new(rdmesh_bin());
         // 10000-byte messages: FIRST/MIDDLE/LAST packets with a 4096-byte MTU, plus ACKs.
+        // Go-back-N: IBTA packets only (selective repeat, the rdmesh default, splits WRITEs
+        // into WRITE_ONLY packets and prefixes SEND payloads with its placement header).
         bench
             .args([
                 "bench",
@@ -190,6 +192,8 @@ fn tshark_agrees_with_rdmesh_decode() {
                 "-n",
                 "50",
                 "--verify",
+                "--recovery",
+                "go-back-n",
                 "--pcap",
             ])
             .arg(&pcap);

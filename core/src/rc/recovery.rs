@@ -69,9 +69,10 @@ pub enum Recovery {
 
 /// What two rdmesh ends use when neither forces a mode: `rdmesh bench` without `--recovery`
 /// (`host::bench::oob`) and mesh rails whose ends both run the soft provider
-/// (`host::mesh::rail`). Kernel rxe, hardware and perftest peers always get go-back-N, whatever
-/// this says. `docs/reliability.md` ("Default") has the measurements behind the choice.
-pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
+/// (`host::mesh::rail`). Selective repeat: it wins at every loss rate measured and ties
+/// loss-free (`docs/reliability.md`, "Default", has the table). Kernel rxe, hardware QPs, the
+/// device model, perftest and `rdmesh pingpong` peers always get go-back-N, whatever this says.
+pub const NEGOTIATED_RECOVERY: Recovery = Recovery::Selective;
 
 /// Packets in flight that keep a path of `rate_mbps` Mb/s and round-trip time `rtt_ns` busy at
 /// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most

@@ -55,7 +55,7 @@ impl<'a> IbPacket<'a> {
     /// - [`Error::Truncated`]: no room for the 4-byte ICRC after the headers.
     /// - [`Error::BadLength`]: PadCnt exceeds the bytes between headers and ICRC; payload + pad is
     ///   not a multiple of 4 bytes; or an opcode that carries no payload (ACK, READ request,
-    ///   atomics, CNP) has bytes there — except an ACKNOWLEDGE carrying exactly the 20 bytes of
+    ///   atomics, CNP) has bytes there — except an ACKNOWLEDGE carrying exactly the 36 bytes of
     ///   an rdmesh SACK block ([`super::sack`]), which the QP reads only in selective repeat.
     pub fn parse(udp_payload: &'a [u8]) -> Result<IbPacket<'a>> {
         let (transport, header_len) = TransportRepr::parse(udp_payload)?;

@@ -414,7 +414,7 @@ fn header_line(opts: &BenchOptions, ep: &Endpoint, peer: &QpInfo, mtu: u32, reco
     println!(
         " Provider: soft (RoCEv2 over UDP)   Transport: RC   MTU: {mtu}   TX depth: {TX_DEPTH}"
     );
-    if opts.recovery.is_some() || opts.impair.is_some() {
+    if opts.recovery.is_some() || opts.impair.is_some() || recovery == Recovery::Selective {
         println!(
             " Recovery: {:?}   Impairment: {}",
             recovery,
@@ -598,9 +598,14 @@ fn serve(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result<
     })?;
     let mtu = common_mtu(ep.info().mtu, peer.mtu, opts.mtu)?;
     ep.connect(&peer, mtu)?;
+    let mut recvs = RecvState::default();
+    if mode == Mode::Send && !hello.lat {
+        // Receives posted before the client may send: a SEND that finds none costs an RNR
+        // wait and, in selective repeat, a resend of every packet behind it.
+        post_initial_recvs(&ep, &mut recvs, hello.max_size, hello.slots, hello.verify)?;
+    }
     ch.sync(0)?;
     let timeout = opts.timeout;
-    let mut recvs = RecvState::default();
     loop {
         let start = match ch.recv_start() {
             Ok(s) => s,
@@ -812,6 +817,44 @@ struct RecvState {
     received: u64,
 }
 
+/// Receive `i` of a SEND bandwidth test: slot `i % slots` of `max_size` bytes.
+fn recv_wr(ep: &Endpoint, i: u64, max_size: u64, slots: u64) -> RecvWr {
+    RecvWr {
+        wr_id: i,
+        sg_list: vec![Sge {
+            addr: ep.mr.addr() + (i % slots) * max_size,
+            length: max_size as u32,
+            lkey: ep.mr.lkey(),
+        }],
+    }
+}
+
+/// Posts the receives a SEND bandwidth server keeps (up to its receive depth), once.
+fn post_initial_recvs(
+    ep: &Endpoint,
+    st: &mut RecvState,
+    max_size: u64,
+    slots: u32,
+    verify: bool,
+) -> Result<()> {
+    // With --verify a slot is not reused while a message on it is in flight; otherwise the
+    // messages share the cycle buffer, as perftest's do.
+    let depth = u64::from(if verify {
+        RX_DEPTH.min(slots.max(1))
+    } else {
+        RX_DEPTH
+    });
+    let slots = u64::from(slots);
+    let initial: Vec<RecvWr> = (st.posted..depth)
+        .map(|i| recv_wr(ep, i, max_size, slots))
+        .collect();
+    if !initial.is_empty() {
+        ep.qp.post_recv(&initial)?;
+        st.posted = depth;
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn server_send_bw(
     ep: &Endpoint,
@@ -823,25 +866,9 @@ fn server_send_bw(
     ch: &mut Channel,
     timeout: Duration,
 ) -> Result<u64> {
-    let depth = u64::from(if verify {
-        RX_DEPTH.min(slots.max(1))
-    } else {
-        RX_DEPTH
-    });
+    post_initial_recvs(ep, st, max_size, slots, verify)?;
     let slots = u64::from(slots);
-    let recv = |i: u64| RecvWr {
-        wr_id: i,
-        sg_list: vec![Sge {
-            addr: ep.mr.addr() + (i % slots) * max_size,
-            length: max_size as u32,
-            lkey: ep.mr.lkey(),
-        }],
-    };
-    let initial: Vec<RecvWr> = (st.posted..depth).map(recv).collect();
-    if !initial.is_empty() {
-        ep.qp.post_recv(&initial)?;
-        st.posted = depth;
-    }
+    let recv = |i: u64| recv_wr(ep, i, max_size, slots);
     let expected = AtomicU64::new(u64::MAX);
     let base = st.received;
     let (worker_result, done) = std::thread::scope(|scope| {
