@@ -69,10 +69,12 @@ pub enum Recovery {
 
 /// What two rdmesh ends use when neither forces a mode: `rdmesh bench` without `--recovery`
 /// (`host::bench::oob`) and mesh rails whose ends both run the soft provider
-/// (`host::mesh::rail`). Selective repeat: it wins at every loss rate measured and ties
-/// loss-free (`docs/reliability.md`, "Default", has the table). Kernel rxe, hardware QPs, the
-/// device model, perftest and `rdmesh pingpong` peers always get go-back-N, whatever this says.
-pub const NEGOTIATED_RECOVERY: Recovery = Recovery::Selective;
+/// (`host::mesh::rail`). Go-back-N: selective repeat wins at every loss rate measured while
+/// each WRITE in flight has its own target, but a WRITE overlapping an earlier outstanding one
+/// is not split into self-placing packets, and then a loss costs it far more than go-back-N
+/// (`docs/reliability.md`, "Default"). Kernel rxe, hardware QPs, the device model, perftest and
+/// `rdmesh pingpong` peers always get go-back-N, whatever this says.
+pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
 
 /// Packets in flight that keep a path of `rate_mbps` Mb/s and round-trip time `rtt_ns` busy at
 /// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most
