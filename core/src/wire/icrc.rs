@@ -322,22 +322,7 @@ impl IcrcContext {
     /// [`Error::BadLength`] when that datagram would not fit the IP length field;
     /// [`Error::Truncated`] when `ib` is shorter than a BTH.
     pub fn compute(&self, ib: &[u8]) -> Result<u32> {
-        if ib.len() < bth::HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let udp_len = udp::HEADER_LEN + ib.len() + ICRC_LEN;
-        if udp_len > self.ip.max_payload_len() {
-            return Err(Error::BadLength);
-        }
-        let mut ip = [0u8; ipv6::HEADER_LEN];
-        let ipl = self.emit_ip(udp_len, &mut ip);
-        let mut u = [0u8; udp::HEADER_LEN];
-        UdpRepr {
-            payload_len: (udp_len - udp::HEADER_LEN) as u16,
-            ..self.udp
-        }
-        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
-        Ok(crc_masked(&ip[..ipl], &u, ib))
+        self.compute_parts(ib, &[])
     }
 
     /// [`compute`](Self::compute) for an `ib` given in pieces: `head` (BTH and the extended
