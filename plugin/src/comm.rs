@@ -1,51 +1,17 @@
 //! The objects behind NCCL's opaque pointers: listen, send and receive comms, memory
-//! registrations, requests, and the staging buffers the data goes through.
+//! registrations and requests.
 //!
-//! The mesh transport moves bytes between its own [`Buffer`]s, so `isend` copies NCCL's
-//! (host) bytes into a staging buffer when it is called (NCCL's data is ready then), and a
-//! receive copies the staging buffer into NCCL's memory in the `test` call that reports it
-//! done (NCCL does not read the buffer before that). Staging buffers are recycled per comm.
+//! Zero copy: a request lends NCCL's host buffers to the mesh transport
+//! ([`crate::export::memory`]); the mesh reads a send's bytes from them and places a receive's
+//! bytes in them. A request ends the loan before `test` reports it done, when it fails, and
+//! when it is freed in flight (its comm closed), so the mesh never touches NCCL's memory
+//! outside the window NCCL's API promises.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use rdmesh_host::mesh::{Buffer, Listener, RecvComm, RecvRequest, SendComm, SendRequest};
 
 use crate::error::Result;
-
-/// Most idle staging buffers a comm keeps.
-const POOL_KEEP: usize = 64;
-/// Smallest staging buffer, bytes.
-const POOL_MIN: usize = 4096;
-/// Largest staging buffer kept for reuse, bytes (NCCL's chunks are far smaller).
-const POOL_MAX: usize = 16 << 20;
-
-/// Recycled staging buffers of one comm, in power-of-two sizes (at most 64, each at most
-/// 16 MiB).
-#[derive(Debug, Default)]
-pub struct Pool {
-    free: Mutex<Vec<Buffer>>,
-}
-
-impl Pool {
-    /// A buffer of at least `len` bytes (a power of two, at least 4 KiB).
-    pub fn take(&self, len: usize) -> Buffer {
-        let want = len.max(POOL_MIN).next_power_of_two();
-        let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = f.iter().position(|b| b.len() == want) {
-            return f.swap_remove(i);
-        }
-        drop(f);
-        Buffer::new(want)
-    }
-
-    /// Gives a buffer back.
-    pub fn put(&self, b: Buffer) {
-        let mut f = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        if f.len() < POOL_KEEP && b.len() <= POOL_MAX {
-            f.push(b);
-        }
-    }
-}
 
 /// A listen comm (`listen`'s `listenComm`).
 #[derive(Debug)]
@@ -63,8 +29,6 @@ pub struct SendC {
     pub comm: SendComm,
     /// Identity, for the requests it owns.
     pub id: u64,
-    /// Staging buffers.
-    pub pool: Arc<Pool>,
 }
 
 /// A receive comm (`accept`'s `recvComm`).
@@ -74,8 +38,6 @@ pub struct RecvC {
     pub comm: RecvComm,
     /// Identity, for the requests it owns.
     pub id: u64,
-    /// Staging buffers.
-    pub pool: Arc<Pool>,
 }
 
 /// A memory registration (`regMr`'s `mhandle`): host memory needs no pinning here, so it is
@@ -99,17 +61,6 @@ impl Mr {
     }
 }
 
-/// Where one buffer of a receive lands in NCCL's memory.
-#[derive(Debug)]
-pub struct Dst {
-    /// NCCL's buffer address.
-    pub addr: usize,
-    /// Posted size, bytes.
-    pub len: usize,
-    /// The staging buffer the mesh fills.
-    pub buf: Buffer,
-}
-
 /// What a request waits for.
 #[derive(Debug)]
 pub enum ReqKind {
@@ -117,16 +68,26 @@ pub enum ReqKind {
     Send {
         /// The mesh request.
         req: SendRequest,
-        /// Its staging buffer.
+        /// NCCL's bytes, lent.
         buf: Buffer,
     },
     /// An `irecv`.
     Recv {
         /// The mesh request.
         req: RecvRequest,
-        /// One per buffer of the (grouped) receive.
-        dsts: Vec<Dst>,
+        /// NCCL's buffers, lent, one per buffer of the (grouped) receive.
+        bufs: Vec<Buffer>,
     },
+}
+
+impl ReqKind {
+    /// Ends the loans of NCCL's buffers (see the module docs).
+    fn release(&self) {
+        match self {
+            ReqKind::Send { buf, .. } => buf.release(),
+            ReqKind::Recv { bufs, .. } => bufs.iter().for_each(Buffer::release),
+        }
+    }
 }
 
 /// A request (`isend`/`irecv`'s `*request`).
@@ -134,27 +95,16 @@ pub enum ReqKind {
 pub struct Request {
     /// The comm that owns it (closing the comm frees it).
     pub comm_id: u64,
-    /// Where its staging buffers go back.
-    pub pool: Arc<Pool>,
-    /// What it waits for.
+    /// What it waits for (`None` once it completed).
     pub kind: Mutex<Option<ReqKind>>,
 }
 
-/// A finished request: the actual sizes, and for a receive the copies still to make into
-/// NCCL's memory.
-#[derive(Debug)]
-pub struct Completion {
-    /// One size per buffer (one for a send).
-    pub sizes: Vec<usize>,
-    /// For a receive: `(NCCL address, staging buffer, bytes to copy)`.
-    pub copies: Vec<(usize, Buffer, usize)>,
-}
-
 impl Request {
-    /// Polls the mesh request: `Ok(Some)` once complete (the request is then spent).
+    /// Polls the mesh request: `Ok(Some(sizes))` once complete (one size per buffer, one for a
+    /// send); the request is then spent and NCCL's buffers are no longer lent.
     ///
-    /// Errors: the mesh request's error (size, tag, connection failure).
-    pub fn poll(&self) -> Result<Option<Completion>> {
+    /// Errors: the mesh request's error (size, tag, connection failure); the loans end then too.
+    pub fn poll(&self) -> Result<Option<Vec<usize>>> {
         let mut k = self.kind.lock().unwrap_or_else(|p| p.into_inner());
         let done = match k.as_ref() {
             None => {
@@ -165,43 +115,31 @@ impl Request {
             Some(ReqKind::Send { req, .. }) => req.test().map(|o| o.map(|s| vec![s])),
             Some(ReqKind::Recv { req, .. }) => req.test(),
         };
-        let done = match done {
-            Ok(Some(s)) => s,
-            Ok(None) => return Ok(None),
+        match done {
+            Ok(None) => Ok(None),
+            Ok(Some(sizes)) => {
+                if let Some(k) = k.take() {
+                    k.release();
+                }
+                Ok(Some(sizes))
+            }
             Err(e) => {
-                self.recycle(k.take());
-                return Err(e.into());
+                if let Some(k) = k.take() {
+                    k.release();
+                }
+                Err(e.into())
             }
-        };
-        let copies = match k.take() {
-            Some(ReqKind::Recv { dsts, .. }) => dsts
-                .into_iter()
-                .zip(&done)
-                .map(|(d, &n)| (d.addr, d.buf, n.min(d.len)))
-                .collect(),
-            other => {
-                self.recycle(other);
-                Vec::new()
-            }
-        };
-        Ok(Some(Completion {
-            sizes: done,
-            copies,
-        }))
-    }
-
-    fn recycle(&self, k: Option<ReqKind>) {
-        match k {
-            Some(ReqKind::Send { buf, .. }) => self.pool.put(buf),
-            Some(ReqKind::Recv { dsts, .. }) => dsts.into_iter().for_each(|d| self.pool.put(d.buf)),
-            None => {}
         }
     }
+}
 
-    /// Gives a completion's staging buffers back once they were copied out.
-    pub fn recycle_completion(&self, c: Completion) {
-        for (_, b, _) in c.copies {
-            self.pool.put(b);
+impl Drop for Request {
+    /// A request freed in flight (its comm closed) ends its loans before NCCL may free the
+    /// memory.
+    fn drop(&mut self) {
+        let k = self.kind.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = k.take() {
+            k.release();
         }
     }
 }

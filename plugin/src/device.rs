@@ -20,8 +20,7 @@ use crate::abi::types::{NCCL_MAX_NET_SIZE_BYTES, NCCL_PTR_HOST};
 pub const MAX_RECVS: usize = 8;
 /// `maxComms` reported: comms per device.
 pub const MAX_COMMS: i32 = 65536;
-/// `maxP2pBytes` / `maxCollBytes`: 1 GiB (NCCL's `MAX_NET_SIZE`); NCCL cuts larger transfers,
-/// which bounds the plugin's staging copies.
+/// `maxP2pBytes` / `maxCollBytes`: 1 GiB (NCCL's `MAX_NET_SIZE`); NCCL cuts larger transfers.
 pub const MAX_TRANSFER_BYTES: usize = 1 << 30;
 const _: () = assert!(MAX_TRANSFER_BYTES <= NCCL_MAX_NET_SIZE_BYTES);
 

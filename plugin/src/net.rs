@@ -6,10 +6,10 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use rdmesh_host::mesh::{Handle, RecvBuf, Route, HANDLE_LEN};
+use rdmesh_host::mesh::{Buffer, Handle, RecvBuf, Route, HANDLE_LEN};
 
 use crate::abi::types::{ncclDebugLogger_t, NCCL_INIT, NCCL_NET, NCCL_PTR_CUDA, NCCL_PTR_HOST};
-use crate::comm::{Completion, Dst, ListenComm, Mr, Pool, RecvC, ReqKind, Request, SendC};
+use crate::comm::{ListenComm, Mr, RecvC, ReqKind, Request, SendC};
 use crate::device::{Properties, MAX_RECVS};
 use crate::error::{PluginError, Result};
 use crate::info;
@@ -197,7 +197,6 @@ pub fn connect(ctx: Option<usize>, dev: i32, handle: &[u8; HANDLE_LEN]) -> Resul
     Ok(Some(state::register(Object::Send(Arc::new(SendC {
         comm,
         id: state::next_id(),
-        pool: Arc::new(Pool::default()),
     })))))
 }
 
@@ -229,7 +228,6 @@ pub fn accept(listen: usize) -> Result<Option<usize>> {
     Ok(Some(state::register(Object::Recv(Arc::new(RecvC {
         comm,
         id: state::next_id(),
-        pool: Arc::new(Pool::default()),
     })))))
 }
 
@@ -295,8 +293,9 @@ fn check_mr(mhandle: usize, addr: usize, len: usize) -> Result<()> {
     }
 }
 
-/// `isend(sendComm, data, size, tag, mhandle)`: `fill` copies NCCL's `size` bytes into the
-/// staging slice it is given. `Ok(None)`: the comm has its maximum of requests in flight.
+/// `isend(sendComm, data, size, tag, mhandle)`: NCCL's `size` bytes at `addr` are lent to the
+/// mesh until the request completes (zero copy, [`crate::export::memory`]). `Ok(None)`: the
+/// comm has its maximum of requests in flight.
 ///
 /// Errors: an unknown comm or registration, NULL data with a size, the connection's failure.
 pub fn isend(
@@ -305,7 +304,6 @@ pub fn isend(
     size: usize,
     tag: i32,
     mhandle: usize,
-    fill: impl FnOnce(&mut [u8]),
 ) -> Result<Option<usize>> {
     let s = match state::lookup(comm, "send comm")? {
         Object::Send(s) => s,
@@ -321,18 +319,20 @@ pub fn isend(
         )));
     }
     check_mr(mhandle, addr, size)?;
-    let buf = s.pool.take(size);
-    buf.with(|b| fill(&mut b[..size]));
-    match s.comm.isend(&buf, 0, size, tag)? {
-        None => {
-            s.pool.put(buf);
+    let buf = crate::export::memory::lend(addr, size);
+    match s.comm.isend(&buf, 0, size, tag) {
+        Ok(None) => {
+            buf.release();
             Ok(None)
         }
-        Some(req) => Ok(Some(state::register(Object::Request(Arc::new(Request {
+        Ok(Some(req)) => Ok(Some(state::register(Object::Request(Arc::new(Request {
             comm_id: s.id,
-            pool: s.pool.clone(),
             kind: std::sync::Mutex::new(Some(ReqKind::Send { req, buf })),
         }))))),
+        Err(e) => {
+            buf.release();
+            Err(e.into())
+        }
     }
 }
 
@@ -378,43 +378,42 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
         }
         check_mr(b.mhandle, b.addr, b.size)?;
     }
-    let dsts: Vec<Dst> = bufs
+    let lent: Vec<Buffer> = bufs
         .iter()
-        .map(|b| Dst {
-            addr: b.addr,
-            len: b.size,
-            buf: r.pool.take(b.size),
-        })
+        .map(|b| crate::export::memory::lend(b.addr, b.size))
         .collect();
-    let rb: Vec<RecvBuf> = dsts
+    let rb: Vec<RecvBuf> = lent
         .iter()
         .zip(bufs)
-        .map(|(d, b)| RecvBuf {
-            buf: d.buf.clone(),
+        .map(|(l, b)| RecvBuf {
+            buf: l.clone(),
             offset: 0,
             len: b.size,
             tag: b.tag,
         })
         .collect();
-    match r.comm.irecv(&rb)? {
-        None => {
-            dsts.into_iter().for_each(|d| r.pool.put(d.buf));
+    let release = |lent: &[Buffer]| lent.iter().for_each(Buffer::release);
+    match r.comm.irecv(&rb) {
+        Ok(None) => {
+            release(&lent);
             Ok(None)
         }
-        Some(req) => Ok(Some(state::register(Object::Request(Arc::new(Request {
+        Ok(Some(req)) => Ok(Some(state::register(Object::Request(Arc::new(Request {
             comm_id: r.id,
-            pool: r.pool.clone(),
-            kind: std::sync::Mutex::new(Some(ReqKind::Recv { req, dsts })),
+            kind: std::sync::Mutex::new(Some(ReqKind::Recv { req, bufs: lent })),
         }))))),
+        Err(e) => {
+            release(&lent);
+            Err(e.into())
+        }
     }
 }
 
-/// `test(request)`: `Ok(None)` while in flight; once done the request is unregistered and the
-/// caller copies `Completion::copies` into NCCL's memory, then hands the completion back to
-/// [`Request::recycle_completion`].
+/// `test(request)`: `Ok(None)` while in flight; once done the request is unregistered and its
+/// sizes returned (one per buffer; the data is in NCCL's memory already).
 ///
 /// Errors: an unknown request; the transfer's failure (the request is gone then too).
-pub fn test(request: usize) -> Result<Option<(Arc<Request>, Completion)>> {
+pub fn test(request: usize) -> Result<Option<Vec<usize>>> {
     let r = match state::lookup(request, "request")? {
         Object::Request(r) => r,
         _ => {
@@ -425,9 +424,9 @@ pub fn test(request: usize) -> Result<Option<(Arc<Request>, Completion)>> {
     };
     match r.poll() {
         Ok(None) => Ok(None),
-        Ok(Some(c)) => {
+        Ok(Some(sizes)) => {
             let _ = state::unregister(request, "request");
-            Ok(Some((r, c)))
+            Ok(Some(sizes))
         }
         Err(e) => {
             let _ = state::unregister(request, "request");

@@ -53,6 +53,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -1721,6 +1722,107 @@ static void sc_reload(void)
 
 /* ---------- driver ---------- */
 
+/* NCCL's proxy shape for throughput: HX_CHANNELS connections each way (NCCL's channels), every
+ * one with NCCL_STEPS = 8 chunks of HX_CHUNK bytes in flight per direction, both directions at
+ * once, one thread testing round robin; runs HX_SECONDS. Each chunk carries its sequence number
+ * in its first and last 8 bytes, checked on receipt (the payload itself is not checked: this
+ * is a benchmark of the plugin's data path, `sizes` and `inflight` check every byte). */
+static void sc_bandwidth(void)
+{
+	enum { STEPS = 8, MAXCH = 16 };
+	const uint64_t LAST = 1ull << 63;
+	int nch = (int)env_num("HX_CHANNELS", 2);
+	size_t chunk = (size_t)env_num("HX_CHUNK", 512 << 10);
+	double secs = env_num("HX_SECONDS", 3);
+	CHECK(nch >= 1 && nch <= MAXCH && chunk >= 16, "HX_CHANNELS 1..%d, HX_CHUNK >= 16", MAXCH);
+	void *ctx = net_setup(0x900, 0);
+	int peer = 1 - g_rank;
+	static link_t l[MAXCH];
+	static hreq rr[MAXCH][STEPS], sr[MAXCH][STEPS];
+	static long ns[MAXCH], nr[MAXCH], ds[MAXCH], dr[MAXCH];
+	static int sent_last[MAXCH], got_last[MAXCH];
+	for (int c = 0; c < nch; c++)
+		link_open(&l[c], ctx, 0, peer, peer, chunk * STEPS);
+	barrier();
+	struct rusage ru0;
+	getrusage(RUSAGE_SELF, &ru0);
+	double t0 = now_s(), stop = t0 + secs, end = stop + g_timeout;
+	long recvd = 0, sent = 0;
+	for (;;) {
+		double t = now_s();
+		int left = 0;
+		CHECK(t < end, "bandwidth: stalled (%ld chunks received, %ld sent)", recvd, sent);
+		for (int c = 0; c < nch; c++) {
+			int tag = l[c].from;
+			while (!got_last[c] && nr[c] - dr[c] < STEPS) {
+				void *dp = l[c].rbuf + (size_t)(nr[c] % STEPS) * chunk;
+				size_t posted = chunk;
+				post_recv(&rr[c][nr[c] % STEPS], l[c].rc, 1, &dp, &posted, &tag,
+					  &l[c].rmh, 0, 0, "bandwidth recv");
+				nr[c]++;
+			}
+			while (!sent_last[c] && ns[c] - ds[c] < STEPS) {
+				unsigned char *p = l[c].sbuf + (size_t)(ns[c] % STEPS) * chunk;
+				uint64_t seq = (uint64_t)ns[c];
+				if (t >= stop) {
+					seq |= LAST;
+					sent_last[c] = 1;
+				}
+				memcpy(p, &seq, 8);
+				memcpy(p + chunk - 8, &seq, 8);
+				post_send(&sr[c][ns[c] % STEPS], l[c].sc, p, chunk, g_rank, l[c].smh,
+					  "bandwidth send");
+				ns[c]++;
+			}
+			if (ds[c] < ns[c]) {
+				hreq *r = &sr[c][ds[c] % STEPS];
+				if (r->done || test_once(r)) {
+					ds[c]++;
+					sent++;
+				}
+			}
+			if (dr[c] < nr[c] && !got_last[c]) {
+				hreq *r = &rr[c][dr[c] % STEPS];
+				if (r->done || test_once(r)) {
+					unsigned char *p = l[c].rbuf + (size_t)(dr[c] % STEPS) * chunk;
+					uint64_t a, b;
+					memcpy(&a, p, 8);
+					memcpy(&b, p + chunk - 8, 8);
+					CHECK(r->sizes[0] == (int)chunk && (a & ~LAST) == (uint64_t)dr[c] &&
+						      a == b,
+					      "bandwidth: channel %d chunk %ld: size %d, sequence %llx/%llx",
+					      c, dr[c], r->sizes[0], (unsigned long long)a,
+					      (unsigned long long)b);
+					got_last[c] = (a & LAST) != 0;
+					dr[c]++;
+					recvd++;
+				}
+			}
+			left += !sent_last[c] || ds[c] < ns[c] || !got_last[c];
+		}
+		if (!left)
+			break;
+	}
+	double dt = now_s() - t0;
+	struct rusage ru1;
+	getrusage(RUSAGE_SELF, &ru1);
+	double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+		     (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+		     (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
+		     (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+	/* CPU time of this process (every thread) per GB it sent and received: a measure of work
+	 * per byte that a busy machine does not distort as much as MB/s */
+	say("%d channel(s), %d x %zu-byte chunks in flight each way per channel: sent %.1f MB/s, "
+	    "received %.1f MB/s (%.2f s), CPU %.2f s per GB sent+received",
+	    nch, STEPS, chunk, sent * (double)chunk / 1e6 / dt, recvd * (double)chunk / 1e6 / dt,
+	    dt, cpu / ((sent + recvd) * (double)chunk / 1e9));
+	barrier();
+	/* the receives posted past each channel's last chunk are closed with their comm */
+	for (int c = 0; c < nch; c++)
+		link_close(&l[c]);
+	net_finalize(ctx);
+}
+
 struct scenario {
 	const char *name;
 	int ranks;
@@ -1744,6 +1846,8 @@ static const struct scenario scenarios[] = {
     /* NCCL >= 2.28 dlcloses after the last finalize; v8-v10 have no finalize, and the NCCLs
      * that load them never dlclose */
     {"reload", 2, sc_reload, 11},
+    /* a benchmark, not run by the tests */
+    {"bandwidth", 2, sc_bandwidth, 8},
 };
 
 /* HX_RANK_ENV: NAME=VALUE with "%r" -> rank + 1, set before the plugin is loaded. */

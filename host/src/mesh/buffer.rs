@@ -2,20 +2,84 @@
 //! the memory NCCL registers with `regMr`).
 //!
 //! A [`Buffer`] is shared: the application keeps a handle while a request is in flight, and the
-//! transport's progress thread copies into or out of it (under its lock) as frames arrive or
-//! rails have room. The soft provider cannot register one buffer with the protection domains of
-//! several NICs, so the transport stages each chunk through the rail's registered slots and
-//! places received chunks in the buffer at their offsets (reassembly in place).
+//! transport copies into or out of it (under its lock) as frames arrive or rails have room. The
+//! soft provider cannot register one buffer with the protection domains of several NICs, so
+//! the transport stages each chunk through the rail's registered slots and places received
+//! chunks in the buffer at their offsets (reassembly in place).
+//!
+//! The bytes are either the buffer's own (`Buffer::new`, `Buffer::from_vec`) or memory the
+//! application lends for the life of a request ([`Buffer::external`], the NCCL plugin's
+//! zero-copy path: NCCL's host buffers are read and filled in place). [`Buffer::release`]
+//! ends a loan: once it returns, no access reaches the lent memory again (every access holds
+//! the buffer's lock), and reads and writes fail with [`MeshError::Request`].
 
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::mesh::error::{MeshError, Result};
 
+/// Memory an application lends to a [`Buffer`] (see [`Buffer::external`]).
+pub trait ExternalMemory: Send {
+    /// The lent bytes. Called only under the buffer's lock and never after
+    /// [`Buffer::release`], so the slice never outlives the loan and no two slices of one
+    /// loan exist at once.
+    fn bytes(&mut self) -> &mut [u8];
+}
+
+enum Backing {
+    Owned(Vec<u8>),
+    External(Box<dyn ExternalMemory>),
+    /// A loan that ended; the length it had.
+    Released(usize),
+}
+
+impl Backing {
+    fn len(&mut self) -> usize {
+        match self {
+            Backing::Owned(v) => v.len(),
+            Backing::External(m) => m.bytes().len(),
+            Backing::Released(n) => *n,
+        }
+    }
+
+    fn bytes(&mut self) -> Result<&mut [u8]> {
+        match self {
+            Backing::Owned(v) => Ok(v),
+            Backing::External(m) => Ok(m.bytes()),
+            Backing::Released(n) => Err(MeshError::Request(format!(
+                "the {n}-byte buffer lent to this request was released (its request completed \
+                 or its connection closed)"
+            ))),
+        }
+    }
+}
+
 /// A byte buffer shared between the application and the mesh transport. Cloning yields another
 /// handle to the same bytes.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone)]
 pub struct Buffer {
-    bytes: Arc<Mutex<Vec<u8>>>,
+    bytes: Arc<Mutex<Backing>>,
+}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer::from_vec(Vec::new())
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut b = self.lock();
+        let kind = match &*b {
+            Backing::Owned(_) => "owned",
+            Backing::External(_) => "lent",
+            Backing::Released(_) => "released",
+        };
+        f.debug_struct("Buffer")
+            .field("len", &b.len())
+            .field("memory", &kind)
+            .finish()
+    }
 }
 
 impl Buffer {
@@ -27,11 +91,29 @@ impl Buffer {
     /// A buffer holding `v`.
     pub fn from_vec(v: Vec<u8>) -> Buffer {
         Buffer {
-            bytes: Arc::new(Mutex::new(v)),
+            bytes: Arc::new(Mutex::new(Backing::Owned(v))),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+    /// A buffer over memory the application lends until [`Buffer::release`] (or until every
+    /// handle is dropped). The transport reads and writes `mem.bytes()` in place: no staging
+    /// copy.
+    pub fn external(mem: Box<dyn ExternalMemory>) -> Buffer {
+        Buffer {
+            bytes: Arc::new(Mutex::new(Backing::External(mem))),
+        }
+    }
+
+    /// Ends the loan of an external buffer: when this returns, no access (by any handle, on any
+    /// thread) reaches the lent memory any more; later reads and writes fail. A buffer with
+    /// its own bytes drops them the same way.
+    pub fn release(&self) {
+        let mut b = self.lock();
+        let n = b.len();
+        *b = Backing::Released(n);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Backing> {
         self.bytes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -47,9 +129,11 @@ impl Buffer {
 
     /// Copies `data` into the buffer at byte `offset`.
     ///
-    /// Errors: [`MeshError::Request`] when the range exceeds the buffer.
+    /// Errors: [`MeshError::Request`] when the range exceeds the buffer or the buffer was
+    /// released.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
-        let mut b = self.lock();
+        let mut g = self.lock();
+        let b = g.bytes()?;
         let r = range(offset, data.len(), b.len())?;
         b[r].copy_from_slice(data);
         Ok(())
@@ -57,22 +141,28 @@ impl Buffer {
 
     /// Copies bytes at `offset` into `out`.
     ///
-    /// Errors: [`MeshError::Request`] when the range exceeds the buffer.
+    /// Errors: [`MeshError::Request`] when the range exceeds the buffer or the buffer was
+    /// released.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        let b = self.lock();
+        let mut g = self.lock();
+        let b = g.bytes()?;
         let r = range(offset, out.len(), b.len())?;
         out.copy_from_slice(&b[r]);
         Ok(())
     }
 
-    /// A copy of the whole buffer.
+    /// A copy of the whole buffer (empty once released).
     pub fn to_vec(&self) -> Vec<u8> {
-        self.lock().clone()
+        self.lock().bytes().map(|b| b.to_vec()).unwrap_or_default()
     }
 
-    /// Runs `f` on the bytes while holding the buffer's lock.
+    /// Runs `f` on the bytes while holding the buffer's lock (on no bytes once released).
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        f(&mut self.lock())
+        let mut g = self.lock();
+        match g.bytes() {
+            Ok(b) => f(b),
+            Err(_) => f(&mut []),
+        }
     }
 
     /// Checks that `offset + len` lies within the buffer.
@@ -110,5 +200,46 @@ mod test {
         );
         assert!(b.check_range(usize::MAX, 2).is_err());
         assert_eq!(b.clone().to_vec(), vec![0, 0, 0, 0, 1, 2, 3, 4]);
+    }
+
+    struct Lent(Arc<Mutex<Vec<u8>>>, Vec<u8>);
+
+    impl ExternalMemory for Lent {
+        fn bytes(&mut self) -> &mut [u8] {
+            // a lender that records every access
+            self.0.lock().unwrap().push(1);
+            &mut self.1
+        }
+    }
+
+    #[test]
+    fn external_memory_is_used_in_place_until_released() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let b = Buffer::external(Box::new(Lent(log.clone(), vec![0; 8])));
+        let other = b.clone();
+        b.write(2, &[9, 8]).unwrap();
+        let mut out = [0u8; 3];
+        other.read(1, &mut out).unwrap();
+        assert_eq!(out, [0, 9, 8]);
+        assert_eq!(b.len(), 8);
+        let before = log.lock().unwrap().len();
+        assert!(before >= 2);
+        other.release();
+        assert_eq!(
+            log.lock().unwrap().len(),
+            before + 1,
+            "release reads the length once"
+        );
+        let after = log.lock().unwrap().len();
+        let e = b.write(0, &[1]).unwrap_err().to_string();
+        assert!(
+            e.contains("8-byte buffer lent to this request was released"),
+            "{e}"
+        );
+        assert!(b.read(0, &mut out).is_err());
+        assert_eq!(b.len(), 8);
+        assert!(b.to_vec().is_empty());
+        assert_eq!(b.with(|s| s.len()), 0);
+        assert_eq!(log.lock().unwrap().len(), after, "no access after release");
     }
 }

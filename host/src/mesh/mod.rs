@@ -66,7 +66,7 @@ pub mod tagged;
 #[cfg(test)]
 mod tests;
 
-pub use buffer::Buffer;
+pub use buffer::{Buffer, ExternalMemory};
 pub use comm::{RecvComm, RecvRequest, Route, RouteLink, SendComm, SendRequest};
 pub use config::MeshConfig;
 pub use counters::NicCountersSnapshot;

@@ -170,10 +170,13 @@ impl RailSet {
                 }
                 let o = self.queues[i].pop_front().expect("front");
                 any = true;
-                if self.rails[i].post(o.token, &o.body).is_err() {
-                    // The rail failed: the frame waits for the next pump's requeue.
-                    self.queues[i].push_front(o);
-                    break;
+                if let Err(e) = self.rails[i].post(o.token, &o.body) {
+                    if self.rails[i].failure().is_some() {
+                        // The rail failed: the frame waits for the next pump's requeue.
+                        self.queues[i].push_front(o);
+                        break;
+                    }
+                    dropped(&e);
                 }
             }
         }
@@ -186,8 +189,12 @@ impl RailSet {
                     let o = self.shared.pop_front().expect("front");
                     self.next_rr = (i + 1) % n;
                     any = true;
-                    if self.rails[i].post(o.token, &o.body).is_err() {
-                        self.shared.push_front(o);
+                    if let Err(e) = self.rails[i].post(o.token, &o.body) {
+                        if self.rails[i].failure().is_some() {
+                            self.shared.push_front(o);
+                        } else {
+                            dropped(&e);
+                        }
                     }
                     continue 'frames;
                 }
@@ -271,4 +278,11 @@ impl RailSet {
     pub fn has_queued(&self) -> bool {
         !self.shared.is_empty() || self.queues.iter().any(|q| !q.is_empty())
     }
+}
+
+/// A frame that cannot be built (its application buffer was released: the request was freed
+/// with its connection) is dropped; its request is gone, and later frames (CLOSE) must not
+/// wait behind it.
+fn dropped(e: &MeshError) {
+    tracing::debug!(error = %e, "mesh frame dropped");
 }

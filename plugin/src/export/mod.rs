@@ -1,9 +1,10 @@
 //! The FFI layer: the exported `ncclNetPlugin_v8` … `_v12` tables and the `extern "C"`
 //! functions in them. Every function catches panics (none crosses into NCCL), checks its
 //! pointers, converts its arguments and calls [`crate::net`]; an error is logged at WARN
-//! level (subsystem NET) and returned as its `ncclResult_t`. This module and `log`/`pin` are
-//! the only places with `unsafe`.
+//! level (subsystem NET) and returned as its `ncclResult_t`. This module (with [`memory`], NCCL's
+//! buffers lent to the mesh) and `log`/`pin` are the only places with `unsafe`.
 
+pub(crate) mod memory;
 pub mod v10;
 pub mod v11;
 pub mod v12;
@@ -225,21 +226,12 @@ pub(crate) fn isend_common(
         non_null(request, "request")?;
         put(request, std::ptr::null_mut());
         non_null(send_comm, "sendComm")?;
-        let src = data as *const u8;
         let r = net::isend(
             send_comm as usize,
             data as usize,
             size,
             tag,
             mhandle as usize,
-            |dst| {
-                if !dst.is_empty() {
-                    // SAFETY: `src` is NCCL's host buffer of `size` (= dst.len()) bytes,
-                    // non-NULL (checked by net::isend), and ready to read when isend is
-                    // called; `dst` is the plugin's own staging buffer, distinct from it.
-                    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
-                }
-            },
         )?;
         if let Some(k) = r {
             put(request, k as *mut c_void);
@@ -336,27 +328,16 @@ pub(crate) unsafe extern "C" fn test(
         non_null(done, "done")?;
         put(done, 0);
         non_null(request, "request")?;
-        let Some((req, c)) = net::test(request as usize)? else {
+        let Some(c) = net::test(request as usize)? else {
             return Ok(());
         };
-        for (addr, buf, n) in &c.copies {
-            if *n > 0 {
-                buf.with(|b| {
-                    // SAFETY: `addr` is the NCCL host buffer given to irecv with a posted size
-                    // of at least `n` bytes (n = min(received, posted)); NCCL does not touch it
-                    // until test reports done; `b` is the plugin's staging buffer.
-                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), *addr as *mut u8, *n) }
-                });
-            }
-        }
         if !sizes.is_null() {
-            for (i, s) in c.sizes.iter().enumerate() {
+            for (i, s) in c.iter().enumerate() {
                 // SAFETY: NCCL passes one int for a send and n ints for a receive of n
-                // buffers (c.sizes has exactly that many entries).
+                // buffers (c has exactly that many entries).
                 unsafe { sizes.add(i).write((*s).min(i32::MAX as usize) as c_int) };
             }
         }
-        req.recycle_completion(c);
         put(done, 1);
         Ok(())
     })
