@@ -4,19 +4,21 @@
 //! polled with `test`.
 //!
 //! A connection is the rails of its first hop ([`RailSet`]) and the tagged-messaging state
-//! ([`Tagged`]). It makes progress whenever the application calls in, and on the node's
-//! progress thread otherwise. Dropping a comm sends CLOSE to the peer (the progress thread
-//! flushes it for up to 2 s).
+//! ([`Tagged`]). With one progress thread it makes progress whenever the application calls in,
+//! and on that thread otherwise; with several ([`crate::mesh::progress`]) all of its work runs
+//! on its shard's thread, and `isend`/`irecv`/`test` only hand requests over, wake the shard
+//! and read completions (a `test` that finds the shard at work answers "not yet" at once).
+//! Dropping a comm sends CLOSE to the peer (the progress thread flushes it for up to 2 s).
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{text_frame, FrameKind};
-use crate::mesh::progress::{Pump, PumpState};
+use crate::mesh::progress::{Progress, Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
 use crate::mesh::tagged::{RecvBuf, Tagged};
@@ -151,10 +153,36 @@ impl Conn {
     }
 }
 
+/// Who drives a connection: its progress shard, and whether application calls leave the work
+/// to it.
+pub(crate) struct Driver {
+    progress: Weak<Progress>,
+    shard: usize,
+    offload: bool,
+}
+
+impl Driver {
+    /// Shard `shard` of `progress`.
+    pub(crate) fn new(progress: &Arc<Progress>, shard: usize) -> Driver {
+        Driver {
+            progress: Arc::downgrade(progress),
+            shard,
+            offload: progress.offloads(),
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(p) = self.progress.upgrade() {
+            p.wake(self.shard);
+        }
+    }
+}
+
 /// The shared state of one connection end.
 pub(crate) struct ConnShared {
     core: Mutex<Conn>,
     route: Route,
+    driver: Driver,
 }
 
 impl ConnShared {
@@ -165,6 +193,7 @@ impl ConnShared {
         max_requests: usize,
         stripe_min: usize,
         keepalive: Duration,
+        driver: Driver,
     ) -> Arc<ConnShared> {
         Arc::new(ConnShared {
             core: Mutex::new(Conn {
@@ -174,7 +203,39 @@ impl ConnShared {
                 keepalive,
             }),
             route,
+            driver,
         })
+    }
+
+    /// After an application call changed the connection: make progress here (one shard), or
+    /// wake the shard that owns it.
+    fn advance(&self, c: &mut Conn) {
+        if self.driver.offload {
+            c.flush_outbox();
+            self.driver.wake();
+        } else {
+            c.progress();
+        }
+    }
+
+    /// Runs `f` on the connection for a `test`: after a round of progress (one shard), or as
+    /// it is (several: the shard's thread makes the progress); `None` while the shard's thread
+    /// holds the connection.
+    fn test<T>(&self, f: impl FnOnce(&mut Conn) -> T) -> Option<T> {
+        if !self.driver.offload {
+            let mut c = self.lock();
+            c.progress();
+            return Some(f(&mut c));
+        }
+        let mut c = match self.core.try_lock() {
+            Ok(c) => c,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        let r = f(&mut c);
+        drop(c);
+        self.driver.wake();
+        Some(r)
     }
 
     fn lock(&self) -> MutexGuard<'_, Conn> {
@@ -274,7 +335,7 @@ impl SendComm {
         let lw = c.live_weights();
         c.tagged.set_live_rails(lw);
         let id = c.tagged.isend(buf, offset, len, tag)?;
-        c.progress();
+        self.shared.advance(&mut c);
         Ok(id.map(|id| SendRequest {
             shared: self.shared.clone(),
             id,
@@ -313,9 +374,9 @@ impl SendRequest {
     /// Errors: [`MeshError::Truncated`] (the matching receive is smaller, both sizes named),
     /// [`MeshError::TagMismatch`], the connection's failure.
     pub fn test(&self) -> Result<Option<usize>> {
-        let mut c = self.shared.lock();
-        c.progress();
-        c.tagged.test_send(self.id)
+        self.shared
+            .test(|c| c.tagged.test_send(self.id))
+            .unwrap_or(Ok(None))
     }
 
     /// Calls [`SendRequest::test`] until it completes or `timeout` passes.
@@ -351,7 +412,7 @@ impl RecvComm {
     pub fn irecv(&self, bufs: &[RecvBuf]) -> Result<Option<RecvRequest>> {
         let mut c = self.shared.lock();
         let seq = c.tagged.irecv(bufs)?;
-        c.progress();
+        self.shared.advance(&mut c);
         Ok(seq.map(|id| RecvRequest {
             shared: self.shared.clone(),
             id,
@@ -390,9 +451,9 @@ impl RecvRequest {
     /// Errors: [`MeshError::Truncated`] (a send larger than its buffer, both sizes named), the
     /// connection's failure ([`MeshError::LinkDown`], [`MeshError::Closed`]).
     pub fn test(&self) -> Result<Option<Vec<usize>>> {
-        let mut c = self.shared.lock();
-        c.progress();
-        c.tagged.test_recv(self.id)
+        self.shared
+            .test(|c| c.tagged.test_recv(self.id))
+            .unwrap_or(Ok(None))
     }
 
     /// Calls [`RecvRequest::test`] until it completes or `timeout` passes.

@@ -48,6 +48,11 @@ pub struct MeshConfig {
     pub tcp_port: u16,
     /// UDP port of the soft devices, 0 = ephemeral.
     pub udp_port: u16,
+    /// Progress threads (shards) of the node (`RDMESH_PROGRESS_THREADS`, 1..=16; default: a
+    /// quarter of the CPUs, 1 to 8). With more than one, each connection's work runs on its
+    /// shard's thread and, with ephemeral UDP ports, over its shard's own soft devices
+    /// ([`crate::mesh::progress`]).
+    pub progress_threads: usize,
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
@@ -77,6 +82,7 @@ impl Default for MeshConfig {
             handshake_timeout: Duration::from_secs(10),
             tcp_port: 0,
             udp_port: 0,
+            progress_threads: default_progress_threads(),
             stripe_min: 64 << 10,
             timing: QpTiming {
                 timeout: 16,
@@ -88,6 +94,14 @@ impl Default for MeshConfig {
             recovery: None,
         }
     }
+}
+
+/// A quarter of the CPUs this process may use, 1 to 8: on a 2-core machine one thread (the
+/// application's calls drive their connections), on a 16-core GPU host four.
+fn default_progress_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 4)
+        .clamp(1, 8)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -138,6 +152,13 @@ impl MeshConfig {
             "a timeout of 100..=3600000 ms",
         )? {
             c.handshake_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = parse::<usize>(
+            "RDMESH_PROGRESS_THREADS",
+            |v| (1..=16).contains(v),
+            "a number of threads, 1..=16",
+        )? {
+            c.progress_threads = n;
         }
         if let Some(s) = parse::<usize>("RDMESH_STRIPE_MIN", |_| true, "a size in bytes")? {
             c.stripe_min = s;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::framing::FramedStream;
 use crate::mesh::auth::{self, LABEL_ACCEPT, LABEL_CLIENT, LABEL_SERVER, MAC_LEN, NONCE_LEN};
-use crate::mesh::comm::{ConnShared, RecvComm, Route, RouteLink};
+use crate::mesh::comm::{ConnShared, Driver, RecvComm, Route, RouteLink};
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{text_frame, FrameKind};
 use crate::mesh::handle::NodeInfo;
@@ -128,6 +128,7 @@ pub(crate) fn client_hop(
     next: &NodeInfo,
     req: HopRequest,
     role: RailParams,
+    shard: usize,
     deadline: Instant,
 ) -> Result<Hop> {
     let specs = node.nic_specs();
@@ -219,6 +220,7 @@ pub(crate) fn client_hop(
             let nic = node.nics[c.nic].clone();
             let rail = Rail::new(
                 nic,
+                shard,
                 c.peer_addr,
                 role,
                 node.config.timing,
@@ -347,7 +349,7 @@ pub(crate) fn query_topology(
             hops_left,
         };
         let d = Instant::now() + left.min(Duration::from_secs(2));
-        if let Err(e) = client_hop(node, &n, req, RailParams::DATA_SENDER, d) {
+        if let Err(e) = client_hop(node, &n, req, RailParams::DATA_SENDER, 0, d) {
             tracing::debug!(peer = %n.id_hex(), error = %e, "topology query failed");
         }
     }
@@ -379,6 +381,8 @@ pub(crate) fn serve(node: Arc<NodeInner>, stream: TcpStream) {
 }
 
 fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) -> Result<()> {
+    // The progress shard of whatever this handshake makes (a connection end or a relay).
+    let shard = node.progress.next_shard();
     let peer_tcp = fs.peer().to_string();
     let p = fs.recv(T_HELLO)?;
     if p.len() != NONCE_LEN + 1 {
@@ -475,7 +479,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                     node.id, req.listen_id
                 )));
             };
-            let (rails, infos) = accept_rails(node, &req.rails)?;
+            let (rails, infos) = accept_rails(node, shard, &req.rails)?;
             answer(
                 fs,
                 &Accept {
@@ -499,8 +503,9 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 node.config.max_requests,
                 node.config.stripe_min,
                 node.config.keepalive,
+                Driver::new(&node.progress, shard),
             );
-            node.progress.add(conn.clone());
+            node.progress.add_to(shard, conn.clone());
             queue
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -546,6 +551,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 &next,
                 onward_req,
                 RailParams::DATA_SENDER,
+                shard,
                 onward_deadline,
             )
             .map_err(|e| {
@@ -556,7 +562,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 ))
             })?;
             let result = (|| {
-                let (rails, infos) = accept_rails(node, &req.rails)?;
+                let (rails, infos) = accept_rails(node, shard, &req.rails)?;
                 answer(
                     fs,
                     &Accept {
@@ -588,7 +594,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 label,
                 node.config.keepalive,
             );
-            node.progress.add(Arc::new(relay));
+            node.progress.add_to(shard, Arc::new(relay));
             Ok(())
         }
     }
@@ -597,6 +603,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
 /// Creates and connects this end of each proposed rail whose destination is a local NIC.
 fn accept_rails(
     node: &Arc<NodeInner>,
+    shard: usize,
     proposals: &[RailProposal],
 ) -> Result<(Vec<Rail>, Vec<Option<RailInfo>>)> {
     let mut rails = Vec::new();
@@ -609,6 +616,7 @@ fn accept_rails(
         };
         let made = Rail::new(
             nic.clone(),
+            shard,
             p.info.addr,
             RailParams::DATA_RECEIVER,
             node.config.timing,

@@ -154,7 +154,7 @@ impl FilterExt for Option<&HcaFilter> {
     }
 }
 
-/// A NIC in use: its configuration, its open soft device and protection domain, and its
+/// A NIC in use: its configuration, its open soft device(s) and protection domain(s), and its
 /// counters.
 #[derive(Debug)]
 pub struct Nic {
@@ -162,47 +162,73 @@ pub struct Nic {
     pub index: usize,
     /// What it is.
     pub spec: NicSpec,
-    /// The soft RoCEv2 device bound to its address.
+    /// The soft RoCEv2 device bound to its address (shard 0).
     pub device: Device,
-    /// The protection domain all rails on this NIC use.
+    /// The protection domain of `device`.
     pub pd: ProtectionDomain,
+    /// Every shard's device and PD, shard 0 first (one entry unless the node has several
+    /// progress threads and the devices use ephemeral UDP ports).
+    shards: Vec<(Device, ProtectionDomain)>,
     /// Its counters.
     pub counters: Arc<NicCounters>,
 }
 
 impl Nic {
     /// Opens the device of `spec` (its provider) on UDP port `udp_port` (0 = ephemeral; a
-    /// vfio function always uses 4791).
+    /// vfio function always uses 4791). With `shards` > 1, a soft NIC on an ephemeral port gets
+    /// one device per shard — its own UDP socket on the same address, driven by that shard's
+    /// progress thread ([`crate::mesh::progress`]); otherwise one device serves every shard.
     ///
-    /// Errors: [`MeshError::Host`] when the device cannot bind its address or come up.
-    pub fn open(index: usize, spec: NicSpec, udp_port: u16) -> Result<Nic> {
-        let device = Device::open_provider(
-            &spec.provider,
-            SoftConfig {
-                udp_port,
-                ..SoftConfig::new(spec.addr.ip)
-            },
-        )
-        .map_err(|e| {
-            MeshError::Host(format!(
-                "opening the {} device for NIC {}: {e}",
-                spec.provider,
-                spec.label()
-            ))
-        })?;
-        let pd = device.alloc_pd().map_err(|e| {
-            MeshError::Host(format!(
-                "allocating the protection domain of NIC {}: {e}",
-                spec.label()
-            ))
-        })?;
+    /// Errors: [`MeshError::Host`] when a device cannot bind its address or come up.
+    pub fn open(index: usize, spec: NicSpec, udp_port: u16, shards: usize) -> Result<Nic> {
+        let n = if spec.provider == crate::verbs::ProviderKind::Soft && udp_port == 0 {
+            shards.max(1)
+        } else {
+            1
+        };
+        let mut opened = Vec::with_capacity(n);
+        for _ in 0..n {
+            let device = Device::open_provider(
+                &spec.provider,
+                SoftConfig {
+                    udp_port,
+                    ..SoftConfig::new(spec.addr.ip)
+                },
+            )
+            .map_err(|e| {
+                MeshError::Host(format!(
+                    "opening the {} device for NIC {}: {e}",
+                    spec.provider,
+                    spec.label()
+                ))
+            })?;
+            let pd = device.alloc_pd().map_err(|e| {
+                MeshError::Host(format!(
+                    "allocating the protection domain of NIC {}: {e}",
+                    spec.label()
+                ))
+            })?;
+            opened.push((device, pd));
+        }
         Ok(Nic {
             index,
             spec,
-            device,
-            pd,
+            device: opened[0].0.clone(),
+            pd: opened[0].1.clone(),
+            shards: opened,
             counters: Arc::new(NicCounters::default()),
         })
+    }
+
+    /// The device and PD that shard `shard` uses on this NIC (modulo the devices opened).
+    pub fn shard(&self, shard: usize) -> (&Device, &ProtectionDomain) {
+        let (d, pd) = &self.shards[shard % self.shards.len()];
+        (d, pd)
+    }
+
+    /// Every device of the NIC (one per shard).
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.shards.iter().map(|(d, _)| d)
     }
 
     /// The largest path MTU the NIC's netdev allows, bytes.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::mesh::comm::{ConnShared, RecvComm, SendComm};
+use crate::mesh::comm::{ConnShared, Driver, RecvComm, SendComm};
 use crate::mesh::config::MeshConfig;
 use crate::mesh::counters::NicCountersSnapshot;
 use crate::mesh::error::{MeshError, Result};
@@ -259,7 +259,12 @@ impl MeshNode {
         }
         let mut nics = Vec::new();
         for (i, s) in specs.into_iter().enumerate() {
-            nics.push(Arc::new(Nic::open(i, s, config.udp_port)?));
+            nics.push(Arc::new(Nic::open(
+                i,
+                s,
+                config.udp_port,
+                config.progress_threads,
+            )?));
         }
         let listener = bind_tcp(config.tcp_port)?;
         let tcp_port = listener
@@ -269,7 +274,7 @@ impl MeshNode {
         let mut idb = [0u8; 8];
         crate::mesh::auth::fill_random(&mut idb);
         let id = u64::from_be_bytes(idb).max(1);
-        let progress = Progress::start(format!("rdmesh-mesh {id:08x}"))
+        let progress = Progress::start(format!("rdmesh-mesh {id:08x}"), config.progress_threads)
             .map_err(|e| MeshError::Host(format!("starting the progress thread: {e}")))?;
         let inner = Arc::new(NodeInner {
             id,
@@ -342,17 +347,18 @@ impl MeshNode {
                 addr: n.spec.addr.to_string(),
                 gbps: n.spec.gbps,
                 counters: n.counters.snapshot(),
-                udp: {
-                    let d = n.device.counters();
-                    DeviceStats {
-                        tx_packets: d.tx_packets,
-                        rx_packets: d.rx_packets,
-                        tx_errors: d.tx_errors,
-                        icrc_errors: d.icrc_errors,
-                        unknown_qp: d.unknown_qp,
-                        wrong_source: d.wrong_source,
-                    }
-                },
+                udp: n
+                    .devices()
+                    .map(|d| d.counters())
+                    .fold(DeviceStats::default(), |mut a, d| {
+                        a.tx_packets += d.tx_packets;
+                        a.rx_packets += d.rx_packets;
+                        a.tx_errors += d.tx_errors;
+                        a.icrc_errors += d.icrc_errors;
+                        a.unknown_qp += d.unknown_qp;
+                        a.wrong_source += d.wrong_source;
+                        a
+                    }),
             })
             .collect()
     }
@@ -488,7 +494,8 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
         path,
         hops_left: 0,
     };
-    let hop = client_hop(node, &next, req, RailParams::DATA_SENDER, deadline)?;
+    let shard = node.progress.next_shard();
+    let hop = client_hop(node, &next, req, RailParams::DATA_SENDER, shard, deadline)?;
     let route = handshake::route_of(target, via, &hop.rails);
     let label = handshake::peer_label(target, &route);
     tracing::info!(peer = %label, route = %route, "mesh connection up");
@@ -499,8 +506,9 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
         node.config.max_requests,
         node.config.stripe_min,
         node.config.keepalive,
+        Driver::new(&node.progress, shard),
     );
-    node.progress.add(conn.clone());
+    node.progress.add_to(shard, conn.clone());
     Ok(SendComm::new(conn))
 }
 

@@ -1,13 +1,20 @@
-//! The background progress thread of a mesh node: it keeps every connection and relay moving
-//! when the application is not calling in (credits returned, frames forwarded, failed rails
-//! drained, keepalives sent, closing connections flushed).
+//! The background progress threads of a mesh node: they keep every connection and relay moving
+//! (frames posted and received, credits returned, frames forwarded, failed rails drained,
+//! keepalives sent, closing connections flushed).
 //!
-//! Application calls (`isend`, `irecv`, `test`) make progress on their own connection too, so
-//! a polling application does not wait for this thread. The thread spins while there is work,
-//! then backs off to sleeps of up to 1 ms when there is none.
+//! A node has one or more **shards** (`RDMESH_PROGRESS_THREADS`), each a thread with its own
+//! items. With one shard, application calls (`isend`, `irecv`, `test`) make progress on their
+//! own connection too, so a polling application does not wait for the thread. With several,
+//! each connection belongs to one shard whose thread does all of its work — and the soft
+//! devices of the connection's rails are that shard's own (one UDP socket per shard and NIC,
+//! [`crate::mesh::nic::Nic::shard`]) — while the application's calls only hand requests over
+//! and read completions: the channels of a NCCL communicator use as many cores as there are
+//! shards instead of NCCL's one proxy thread. A shard spins while there is work, then backs off
+//! to parked waits of up to 1 ms that [`Progress::wake`] cuts short.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
 use std::time::Duration;
 
 /// What one pump of an item found.
@@ -27,47 +34,98 @@ pub trait Pump: Send + Sync {
     fn pump(&self) -> PumpState;
 }
 
-/// The registry of items and the thread that pumps them.
-pub struct Progress {
+struct Shard {
     items: Mutex<Vec<Arc<dyn Pump>>>,
+    thread: OnceLock<Thread>,
+}
+
+/// The registry of items and the threads (shards) that pump them.
+pub struct Progress {
+    shards: Vec<Shard>,
     stop: AtomicBool,
+    next: AtomicUsize,
 }
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Progress")
-            .field("items", &self.items.lock().map(|v| v.len()).unwrap_or(0))
+            .field("shards", &self.shards.len())
+            .field("items", &self.len())
             .finish()
     }
 }
 
 impl Progress {
-    /// Starts the thread (named `name`).
+    /// Starts `shards` threads (at least one), named `name` and, for shard i > 0, `name` with
+    /// `/i` after its first word (`rdmesh-mesh/1 0123abcd`: Linux keeps 15 bytes of a name).
     ///
     /// Errors: the OS refused a thread.
-    pub fn start(name: String) -> std::io::Result<Arc<Progress>> {
+    pub fn start(name: String, shards: usize) -> std::io::Result<Arc<Progress>> {
         let p = Arc::new(Progress {
-            items: Mutex::new(Vec::new()),
+            shards: (0..shards.max(1))
+                .map(|_| Shard {
+                    items: Mutex::new(Vec::new()),
+                    thread: OnceLock::new(),
+                })
+                .collect(),
             stop: AtomicBool::new(false),
+            next: AtomicUsize::new(0),
         });
-        let t = p.clone();
-        std::thread::Builder::new()
-            .name(name)
-            .spawn(move || t.run())?;
+        for i in 0..p.shards.len() {
+            let t = p.clone();
+            let h = std::thread::Builder::new()
+                .name(match (i, name.split_once(' ')) {
+                    (0, _) => name.clone(),
+                    (_, Some((first, rest))) => format!("{first}/{i} {rest}"),
+                    (_, None) => format!("{name}/{i}"),
+                })
+                .spawn(move || t.run(i))?;
+            let _ = p.shards[i].thread.set(h.thread().clone());
+        }
         Ok(p)
     }
 
-    /// Adds an item.
-    pub fn add(&self, item: Arc<dyn Pump>) {
-        self.items
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(item);
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
     }
 
-    /// Number of items.
+    /// Whether application calls hand their work to the shards (more than one) instead of
+    /// making progress themselves.
+    pub fn offloads(&self) -> bool {
+        self.shards.len() > 1
+    }
+
+    /// The shard for the next connection, round robin.
+    pub fn next_shard(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()
+    }
+
+    /// Adds an item to shard 0.
+    pub fn add(&self, item: Arc<dyn Pump>) {
+        self.add_to(0, item);
+    }
+
+    /// Adds an item to shard `shard` (modulo the number of shards) and wakes it.
+    pub fn add_to(&self, shard: usize, item: Arc<dyn Pump>) {
+        let s = &self.shards[shard % self.shards.len()];
+        s.items.lock().unwrap_or_else(|p| p.into_inner()).push(item);
+        self.wake(shard);
+    }
+
+    /// Wakes shard `shard`'s thread if it is parked (cheap when it is running).
+    pub fn wake(&self, shard: usize) {
+        if let Some(t) = self.shards[shard % self.shards.len()].thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Number of items, all shards.
     pub fn len(&self) -> usize {
-        self.items.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.shards
+            .iter()
+            .map(|s| s.items.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
     }
 
     /// `true` when no item is registered.
@@ -75,16 +133,20 @@ impl Progress {
         self.len() == 0
     }
 
-    /// Stops the thread (it drops its items).
+    /// Stops the threads (they drop their items).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        for i in 0..self.shards.len() {
+            self.wake(i);
+        }
     }
 
-    fn run(self: Arc<Self>) {
+    fn run(self: Arc<Self>, shard: usize) {
+        let me = &self.shards[shard];
         let mut idle_rounds: u32 = 0;
         while !self.stop.load(Ordering::Relaxed) {
             let items: Vec<Arc<dyn Pump>> =
-                self.items.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                me.items.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let mut busy = false;
             let mut finished = Vec::new();
             for (i, it) in items.iter().enumerate() {
@@ -95,7 +157,7 @@ impl Progress {
                 }
             }
             if !finished.is_empty() {
-                let mut v = self.items.lock().unwrap_or_else(|p| p.into_inner());
+                let mut v = me.items.lock().unwrap_or_else(|p| p.into_inner());
                 v.retain(|x| !finished.iter().any(|&i| Arc::ptr_eq(x, &items[i])));
             }
             drop(items);
@@ -110,10 +172,10 @@ impl Progress {
                 std::thread::yield_now();
             } else {
                 let us = 20u64 << (idle_rounds - 8).min(6);
-                std::thread::sleep(Duration::from_micros(us.min(1000)));
+                std::thread::park_timeout(Duration::from_micros(us.min(1000)));
             }
         }
-        self.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        me.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 }
 
@@ -137,7 +199,7 @@ mod test {
 
     #[test]
     fn pumps_until_finished_then_drops() {
-        let p = Progress::start("test-progress".into()).unwrap();
+        let p = Progress::start("test-progress".into(), 1).unwrap();
         let c = Arc::new(Count(AtomicU32::new(0), 100));
         p.add(c.clone());
         let t = std::time::Instant::now();
@@ -146,6 +208,26 @@ mod test {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(c.0.load(Ordering::Relaxed), 100);
+        p.stop();
+    }
+
+    #[test]
+    fn shards_pump_their_own_items() {
+        let p = Progress::start("test-shards".into(), 3).unwrap();
+        assert_eq!(p.shards(), 3);
+        assert!(p.offloads());
+        let items: Vec<_> = (0..6)
+            .map(|_| Arc::new(Count(AtomicU32::new(0), 50)))
+            .collect();
+        for c in &items {
+            p.add_to(p.next_shard(), c.clone());
+        }
+        let t = std::time::Instant::now();
+        while !p.is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(items.iter().all(|c| c.0.load(Ordering::Relaxed) == 50));
         p.stop();
     }
 }

@@ -26,8 +26,8 @@ use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{FrameKind, HEADER_LEN};
 use crate::mesh::nic::Nic;
 use crate::verbs::{
-    AccessFlags, AhAttr, CompletionQueue, MemoryRegion, Mtu, QpAttr, QpCap, QpState, QueuePair,
-    Recovery, RecvWr, SendWr, Sge, WcStatus, WrOpcode,
+    AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState,
+    QueuePair, Recovery, RecvWr, SendWr, Sge, WcStatus, WrOpcode,
 };
 
 const WR_SEND: u64 = 1 << 32;
@@ -331,6 +331,8 @@ struct PeerSide {
 #[derive(Debug)]
 pub struct Rail {
     nic: Arc<Nic>,
+    /// The device of the rail's shard ([`Nic::shard`]).
+    device: Device,
     link: String,
     peer_addr: IpAddr,
     qp: QueuePair,
@@ -367,26 +369,28 @@ fn random_u32() -> u32 {
 
 impl Rail {
     /// Creates the QP (in INIT, receives posted) and the slot rings of one end on `nic`, toward
-    /// the peer address `peer_addr`. `recovery`: the loss recovery this end insists on
+    /// the peer address `peer_addr`, on the device of progress shard `shard`
+    /// ([`Nic::shard`]). `recovery`: the loss recovery this end insists on
     /// (`RDMESH_RECOVERY`), `None` to let the handshake choose ([`RecoveryOffer`]).
     ///
     /// Errors: [`MeshError::Host`] when a verbs call fails.
     pub fn new(
         nic: Arc<Nic>,
+        shard: usize,
         peer_addr: IpAddr,
         params: RailParams,
         timing: QpTiming,
         recovery: Option<Recovery>,
     ) -> Result<Rail> {
+        let (device, pd) = nic.shard(shard);
+        let (device, pd) = (device.clone(), pd.clone());
         let host = |what: &str, e: crate::Error| {
             MeshError::Host(format!("rail on {}: {what}: {e}", nic.spec.label()))
         };
-        let cq = nic
-            .device
+        let cq = device
             .create_cq((params.send_slots + params.recv_slots + 8) as usize)
             .map_err(|e| host("creating the CQ", e))?;
-        let qp = nic
-            .pd
+        let qp = pd
             .create_qp(
                 &cq,
                 &cq,
@@ -399,8 +403,7 @@ impl Rail {
             .map_err(|e| host("creating the QP", e))?;
         let lw = AccessFlags::LOCAL_WRITE;
         let reg = |len: usize, access| {
-            nic.pd
-                .register(len, access)
+            pd.register(len, access)
                 .map_err(|e| host("registering memory", e))
         };
         let send_mr = reg((params.send_slots * params.send_slot_size) as usize, lw)?;
@@ -446,7 +449,7 @@ impl Rail {
             params,
             psn: random_u32() & 0xff_ffff,
             timing,
-            offer: RecoveryOffer::of(nic.device.provider(), recovery),
+            offer: RecoveryOffer::of(device.provider(), recovery),
             recovery: Recovery::GoBackN,
             peer: None,
             free_send: (0..params.send_slots).rev().collect(),
@@ -460,6 +463,7 @@ impl Rail {
             last_activity: Instant::now(),
             reported_transport: (0, 0, Instant::now()),
             nic,
+            device,
         })
     }
 
@@ -467,7 +471,7 @@ impl Rail {
     pub fn local_info(&self) -> RailInfo {
         RailInfo {
             addr: self.nic.spec.addr.ip,
-            udp_port: self.nic.device.local_addr().port(),
+            udp_port: self.device.local_addr().port(),
             qpn: self.qp.qp_num(),
             psn: self.psn,
             mtu: self.nic.max_mtu(),
@@ -477,7 +481,7 @@ impl Rail {
             recv_slot_size: self.params.recv_slot_size,
             mbps: (self.nic.spec.gbps * 1000.0).round().min(u32::MAX as f64) as u32,
             netdev: self.nic.spec.netdev.clone(),
-            mac: self.nic.device.mac(),
+            mac: self.device.mac(),
             recovery: self.offer,
         }
     }
@@ -538,17 +542,17 @@ impl Rail {
                 .map_err(|e| host("choosing the loss recovery", e))?;
         }
         self.recovery = recovery;
-        if self.nic.device.provider() != "soft" {
+        if self.device.provider() != "soft" {
             let mac = peer.mac.ok_or_else(|| {
                 MeshError::Host(format!(
                     "rail {}: the peer's end ({} {}) told no MAC in the handshake, and this end's                      {} device has no ARP to learn it",
                     self.link,
                     peer.netdev,
                     peer.addr,
-                    self.nic.device.provider()
+                    self.device.provider()
                 ))
             })?;
-            self.nic.device.set_neighbor(peer.addr, mac);
+            self.device.set_neighbor(peer.addr, mac);
         }
         self.qp
             .modify(&QpAttr {

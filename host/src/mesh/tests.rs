@@ -388,3 +388,60 @@ fn rails_negotiate_loss_recovery_in_the_handshake() {
         exchange(&s, &r, &[80_000], 16);
     }
 }
+
+/// Names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn sharded_progress_moves_connections_on_their_shards() {
+    let sharded = |c: &mut MeshConfig| c.progress_threads = 3;
+    let a = node_with(vec![nic("soft_a", "127.0.31.1/24", 10.0)], sharded);
+    let b = node_with(vec![nic("soft_b", "127.0.31.2/24", 10.0)], sharded);
+    // three shards per node, each with its own soft device (UDP socket) on the NIC
+    let names = thread_names();
+    for i in 1..3 {
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with(&format!("rdmesh-mesh/{i} "))),
+            "no progress shard {i} among {names:?}"
+        );
+    }
+    let pairs: Vec<_> = (0..4).map(|_| connect(&a, &b)).collect();
+    // every connection at once, from threads other than the shards', both directions mixed
+    std::thread::scope(|sc| {
+        for (i, (s, r)) in pairs.iter().enumerate() {
+            sc.spawn(move || exchange(s, r, &[0, 1, 4096, 65537, 1 << 20], 40 + i as u32));
+        }
+    });
+    let sent = 4 * (1 + 4096 + 65537 + (1 << 20));
+    assert_eq!(a.nic_counters()[0].counters.tx_data_bytes, sent as u64);
+    assert_eq!(b.nic_counters()[0].counters.rx_data_bytes, sent as u64);
+    // the device counters are the sum over the shards' devices
+    let udp = a.nic_counters()[0].udp;
+    assert!(udp.tx_packets > 0 && udp.rx_packets > 0, "{udp:?}");
+    // a test() that finds the shard busy answers "not yet"; wait() still completes
+    let r = pairs[0]
+        .1
+        .irecv(&[RecvBuf {
+            buf: Buffer::new(10),
+            offset: 0,
+            len: 10,
+            tag: 0,
+        }])
+        .unwrap()
+        .unwrap();
+    let s = pairs[0]
+        .0
+        .isend(&Buffer::from_vec(vec![3; 10]), 0, 10, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.wait(T).unwrap(), 10);
+    assert_eq!(r.wait(T).unwrap(), vec![10]);
+}
