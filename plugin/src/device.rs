@@ -167,7 +167,18 @@ pub struct Properties {
 }
 
 impl NetDevice {
-    /// The properties NCCL sees.
+    /// The properties NCCL sees when the node's connections have `lanes` lanes: `maxRecvs` is
+    /// 1 with several lanes (a grouped receive needs a single-lane connection, see
+    /// `RecvComm::irecv`), else [`MAX_RECVS`].
+    pub fn properties_with_lanes(&self, lanes: usize) -> Properties {
+        let mut p = self.properties();
+        if lanes > 1 {
+            p.max_recvs = 1;
+        }
+        p
+    }
+
+    /// The properties NCCL sees (single-lane connections).
     pub fn properties(&self) -> Properties {
         Properties {
             name: self.name.as_ptr(),

@@ -95,7 +95,7 @@ fn device(p: &Plugin, dev: i32) -> Result<usize> {
 pub fn properties(dev: i32) -> Result<Properties> {
     let p = state::current()?;
     let d = device(&p, dev)?;
-    Ok(p.devices[d].properties())
+    Ok(p.devices[d].properties_with_lanes(p.node.lanes()))
 }
 
 /// `listen(dev)`: the 128-byte handle and the listen comm's key. Never blocks.
@@ -129,8 +129,8 @@ fn link_text(p: &Plugin, local: IpAddr) -> String {
     }
 }
 
-/// The per-connection INFO line.
-fn route_text(p: &Plugin, route: &Route) -> String {
+/// The per-connection INFO line: the route and the connection's lanes.
+fn route_text(p: &Plugin, route: &Route, lanes: usize) -> String {
     let rails: Vec<String> = route
         .links
         .iter()
@@ -146,7 +146,7 @@ fn route_text(p: &Plugin, route: &Route) -> String {
         })
         .collect();
     format!(
-        "{} over {} rail(s): {}",
+        "{} over {} rail(s), {lanes} lane(s): {}",
         if route.via.is_empty() {
             "direct".to_string()
         } else {
@@ -192,7 +192,7 @@ pub fn connect(ctx: Option<usize>, dev: i32, handle: &[u8; HANDLE_LEN]) -> Resul
         h.node().id_hex(),
         h.listen_id(),
         h.node().addrs_text(),
-        route_text(&p, comm.route())
+        route_text(&p, comm.route(), comm.lanes())
     );
     Ok(Some(state::register(Object::Send(Arc::new(SendC {
         comm,
@@ -223,7 +223,7 @@ pub fn accept(listen: usize) -> Result<Option<usize>> {
         l.dev,
         p.devices[l.dev].name.to_string_lossy(),
         comm.route().peer,
-        route_text(&p, comm.route())
+        route_text(&p, comm.route(), comm.lanes())
     );
     Ok(Some(state::register(Object::Recv(Arc::new(RecvC {
         comm,

@@ -302,20 +302,70 @@ fn wait_until<T>(
     }
 }
 
+/// The lanes of one connection end ([`crate::mesh::messages::Lane`]): messages take them in
+/// turn, the k-th send and the k-th receive on lane k mod n, so FIFO matching per lane is
+/// NCCL's FIFO matching per connection.
+struct Lanes {
+    lanes: Vec<Arc<ConnShared>>,
+    /// The lane of the next message.
+    next: Mutex<usize>,
+}
+
+impl Lanes {
+    fn new(lanes: Vec<Arc<ConnShared>>) -> Lanes {
+        assert!(!lanes.is_empty(), "a connection has at least one lane");
+        Lanes {
+            lanes,
+            next: Mutex::new(0),
+        }
+    }
+
+    /// Runs `post` on the next lane; the turn moves on when it posted (`Ok(Some)`).
+    fn post<T>(
+        &self,
+        post: impl FnOnce(&Arc<ConnShared>) -> Result<Option<T>>,
+    ) -> Result<Option<(Arc<ConnShared>, T)>> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let lane = &self.lanes[*next % self.lanes.len()];
+        Ok(post(lane)?.map(|v| {
+            *next = (*next + 1) % self.lanes.len();
+            (lane.clone(), v)
+        }))
+    }
+
+    fn route(&self) -> &Route {
+        &self.lanes[0].route
+    }
+
+    fn close(&self, why: &str) {
+        for l in &self.lanes {
+            l.close(why);
+        }
+    }
+}
+
 /// The sending end of a connection (NCCL's `sendComm`).
 pub struct SendComm {
-    shared: Arc<ConnShared>,
+    lanes: Lanes,
 }
 
 impl fmt::Debug for SendComm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SendComm({})", self.shared.route)
+        write!(f, "SendComm({})", self.lanes.route())
     }
 }
 
 impl SendComm {
-    pub(crate) fn new(shared: Arc<ConnShared>) -> SendComm {
-        SendComm { shared }
+    /// A send comm over `lanes` (at least one).
+    pub(crate) fn new(lanes: Vec<Arc<ConnShared>>) -> SendComm {
+        SendComm {
+            lanes: Lanes::new(lanes),
+        }
+    }
+
+    /// Number of lanes (mesh connections taken in turn).
+    pub fn lanes(&self) -> usize {
+        self.lanes.lanes.len()
     }
 
     /// Starts sending `len` bytes of `buf` from `offset` with `tag` (NCCL's `isend`).
@@ -331,26 +381,26 @@ impl SendComm {
         len: usize,
         tag: i32,
     ) -> Result<Option<SendRequest>> {
-        let mut c = self.shared.lock();
-        let lw = c.live_weights();
-        c.tagged.set_live_rails(lw);
-        let id = c.tagged.isend(buf, offset, len, tag)?;
-        self.shared.advance(&mut c);
-        Ok(id.map(|id| SendRequest {
-            shared: self.shared.clone(),
-            id,
-        }))
+        let posted = self.lanes.post(|shared| {
+            let mut c = shared.lock();
+            let lw = c.live_weights();
+            c.tagged.set_live_rails(lw);
+            let id = c.tagged.isend(buf, offset, len, tag)?;
+            shared.advance(&mut c);
+            Ok(id)
+        })?;
+        Ok(posted.map(|(shared, id)| SendRequest { shared, id }))
     }
 
-    /// The route of the connection.
+    /// The route of the connection (of its first lane; every lane takes the same route).
     pub fn route(&self) -> &Route {
-        &self.shared.route
+        self.lanes.route()
     }
 }
 
 impl Drop for SendComm {
     fn drop(&mut self) {
-        self.shared.close("send side closed");
+        self.lanes.close("send side closed");
     }
 }
 
@@ -389,18 +439,26 @@ impl SendRequest {
 
 /// The receiving end of a connection (NCCL's `recvComm`).
 pub struct RecvComm {
-    shared: Arc<ConnShared>,
+    lanes: Lanes,
 }
 
 impl fmt::Debug for RecvComm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RecvComm({})", self.shared.route)
+        write!(f, "RecvComm({})", self.lanes.route())
     }
 }
 
 impl RecvComm {
-    pub(crate) fn new(shared: Arc<ConnShared>) -> RecvComm {
-        RecvComm { shared }
+    /// A receive comm over `lanes` (at least one), in lane order.
+    pub(crate) fn new(lanes: Vec<Arc<ConnShared>>) -> RecvComm {
+        RecvComm {
+            lanes: Lanes::new(lanes),
+        }
+    }
+
+    /// Number of lanes (mesh connections taken in turn).
+    pub fn lanes(&self) -> usize {
+        self.lanes.lanes.len()
     }
 
     /// Posts a receive into 1 to 8 buffers (NCCL's `irecv`; several buffers make a grouped
@@ -408,26 +466,36 @@ impl RecvComm {
     /// flight; call again later.
     ///
     /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
-    /// or a range outside a buffer.
+    /// more than one on a connection of several lanes, or a range outside a buffer.
     pub fn irecv(&self, bufs: &[RecvBuf]) -> Result<Option<RecvRequest>> {
-        let mut c = self.shared.lock();
-        let seq = c.tagged.irecv(bufs)?;
-        self.shared.advance(&mut c);
-        Ok(seq.map(|id| RecvRequest {
-            shared: self.shared.clone(),
-            id,
-        }))
+        if bufs.len() > 1 && self.lanes() > 1 {
+            // The sender cannot tell which of its sends a grouped receive takes, so it could
+            // not put them on that receive's lane.
+            return Err(MeshError::Request(format!(
+                "a grouped receive of {} buffers needs a single-lane connection; this one has {} \
+                 lanes (RDMESH_LANES=1 on the sending node)",
+                bufs.len(),
+                self.lanes()
+            )));
+        }
+        let posted = self.lanes.post(|shared| {
+            let mut c = shared.lock();
+            let seq = c.tagged.irecv(bufs)?;
+            shared.advance(&mut c);
+            Ok(seq)
+        })?;
+        Ok(posted.map(|(shared, id)| RecvRequest { shared, id }))
     }
 
     /// The route of the connection (the first hop from this end toward the sender).
     pub fn route(&self) -> &Route {
-        &self.shared.route
+        self.lanes.route()
     }
 }
 
 impl Drop for RecvComm {
     fn drop(&mut self) {
-        self.shared.close("receive side closed");
+        self.lanes.close("receive side closed");
     }
 }
 

@@ -53,6 +53,10 @@ pub struct MeshConfig {
     /// shard's thread and, with ephemeral UDP ports, over its shard's own soft devices
     /// ([`crate::mesh::progress`]).
     pub progress_threads: usize,
+    /// Lanes of a direct connection (`RDMESH_LANES`, 1..=8; default: one per four progress
+    /// threads, at least one): mesh connections, each on its own progress shard, that one
+    /// connection's messages take in turn, so a single NCCL channel uses several cores.
+    pub lanes: usize,
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
@@ -83,6 +87,7 @@ impl Default for MeshConfig {
             tcp_port: 0,
             udp_port: 0,
             progress_threads: default_progress_threads(),
+            lanes: (default_progress_threads() / 4).max(1),
             stripe_min: 64 << 10,
             timing: QpTiming {
                 timeout: 16,
@@ -159,6 +164,10 @@ impl MeshConfig {
             "a number of threads, 1..=16",
         )? {
             c.progress_threads = n;
+            c.lanes = (n / 4).max(1);
+        }
+        if let Some(n) = parse::<usize>("RDMESH_LANES", |v| (1..=8).contains(v), "1..=8")? {
+            c.lanes = n;
         }
         if let Some(s) = parse::<usize>("RDMESH_STRIPE_MIN", |_| true, "a size in bytes")? {
             c.stripe_min = s;

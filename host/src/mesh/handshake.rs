@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use crate::framing::FramedStream;
 use crate::mesh::auth::{self, LABEL_ACCEPT, LABEL_CLIENT, LABEL_SERVER, MAC_LEN, NONCE_LEN};
-use crate::mesh::comm::{ConnShared, Driver, RecvComm, Route, RouteLink};
+use crate::mesh::comm::{ConnShared, Driver, Route, RouteLink};
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{text_frame, FrameKind};
 use crate::mesh::handle::NodeInfo;
 use crate::mesh::messages::{
-    reject, reject_reason, split_proof, with_proof, Accept, RailProposal, Request, RequestKind,
-    PROTOCOL, T_ACCEPT, T_CHALLENGE, T_HELLO, T_READY, T_REJECT, T_REQUEST,
+    reject, reject_reason, split_proof, with_proof, Accept, Lane, RailProposal, Request,
+    RequestKind, PROTOCOL, T_ACCEPT, T_CHALLENGE, T_HELLO, T_READY, T_REJECT, T_REQUEST,
 };
 use crate::mesh::node::NodeInner;
 use crate::mesh::rail::{FrameBody, Rail, RailInfo, RailParams};
@@ -53,6 +53,7 @@ pub(crate) struct HopRequest {
     pub listen_id: u32,
     pub path: Vec<u64>,
     pub hops_left: u8,
+    pub lane: Lane,
 }
 
 /// One hop set up from the connecting side.
@@ -244,6 +245,7 @@ pub(crate) fn client_hop(
         hops_left: req.hops_left,
         rails: proposals,
         topology: node.topology_table(),
+        lane: req.lane,
     };
     let body = request.encode();
     let proof = key
@@ -347,6 +349,7 @@ pub(crate) fn query_topology(
             listen_id: 0,
             path: Vec::new(),
             hops_left,
+            lane: Lane::SINGLE,
         };
         let d = Instant::now() + left.min(Duration::from_secs(2));
         if let Err(e) = client_hop(node, &n, req, RailParams::DATA_SENDER, 0, d) {
@@ -509,7 +512,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
             queue
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push_back(RecvComm::new(conn));
+                .add_lane(req.lane, conn);
             Ok(())
         }
         RequestKind::Relay => {
@@ -541,6 +544,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 listen_id: req.listen_id,
                 path: req.path[1..].to_vec(),
                 hops_left: 0,
+                lane: req.lane,
             };
             let onward_deadline = deadline
                 .checked_sub(RELAY_MARGIN)

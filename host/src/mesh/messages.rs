@@ -1,5 +1,5 @@
 //! The mesh handshake's messages, carried over TCP by [`crate::framing`] with magic `"RDMM"`,
-//! version 3, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
+//! version 4, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
 //! bounded (see the `MAX_*` constants) and checked before anything is allocated.
 //!
 //! | type | direction | payload |
@@ -21,8 +21,9 @@ use crate::mesh::rail::RailInfo;
 pub static PROTOCOL: Protocol = Protocol {
     magic: *b"RDMM",
     // 2: rails carry their port's MAC (RailInfo). 3: and their loss recovery offer
-    // (RailInfo::recovery). Both ends must speak the same version (crate::framing).
-    version: 3,
+    // (RailInfo::recovery). 4: requests name their lane (Request::lane). Both ends must speak
+    // the same version (crate::framing).
+    version: 4,
     max_payload: 64 << 10,
     name: "an rdmesh mesh node",
 };
@@ -39,6 +40,32 @@ pub const T_ACCEPT: u16 = 4;
 pub const T_REJECT: u16 = 5;
 /// READY.
 pub const T_READY: u16 = 6;
+
+/// Most lanes of one connection ([`Lane`]).
+pub const MAX_LANES: u8 = 8;
+
+/// Which lane of a connection a request sets up: a connection may be several mesh connections
+/// ("lanes", each with its own rails and progress shard) that the connecting side opens with
+/// the same random `group`; the listener hands them out as one receive comm once all `count`
+/// arrived. Messages go to the lanes in turn (FIFO per lane, so NCCL's order holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    /// Random identifier shared by the lanes of one connection.
+    pub group: u64,
+    /// This lane's index, `0..count`.
+    pub index: u8,
+    /// Lanes of the connection, `1..=MAX_LANES`.
+    pub count: u8,
+}
+
+impl Lane {
+    /// A connection of one lane.
+    pub const SINGLE: Lane = Lane {
+        group: 0,
+        index: 0,
+        count: 1,
+    };
+}
 
 /// Most rails one request proposes.
 pub const MAX_RAILS: usize = 8;
@@ -102,6 +129,8 @@ pub struct Request {
     pub rails: Vec<RailProposal>,
     /// The sender's topology table.
     pub topology: Vec<NodeInfo>,
+    /// The lane this connection request sets up.
+    pub lane: Lane,
 }
 
 fn put_topology(w: &mut Writer, t: &[NodeInfo]) {
@@ -136,6 +165,9 @@ impl Request {
             p.info.encode(&mut w);
         }
         put_topology(&mut w, &self.topology);
+        w.u64(self.lane.group)
+            .u8(self.lane.index)
+            .u8(self.lane.count);
         w.0
     }
 
@@ -170,6 +202,17 @@ impl Request {
             })
             .collect::<DecodeResult<Vec<_>>>()?;
         let topology = get_topology(&mut r)?;
+        let lane = Lane {
+            group: r.u64("lane group")?,
+            index: r.u8("lane index")?,
+            count: r.u8("lane count")?,
+        };
+        if lane.count == 0 || lane.count > MAX_LANES || lane.index >= lane.count {
+            return Err(format!(
+                "lane {} of {} is not a lane of a connection of 1 to {MAX_LANES}",
+                lane.index, lane.count
+            ));
+        }
         r.finish("request")?;
         if kind == RequestKind::Relay && path.is_empty() {
             return Err("relay request with an empty path".into());
@@ -185,6 +228,7 @@ impl Request {
             hops_left,
             rails,
             topology,
+            lane,
         })
     }
 }
@@ -330,6 +374,11 @@ mod test {
                 info: rail(1),
             }],
             topology: vec![node(2), node(4)],
+            lane: Lane {
+                group: 0x0123_4567_89ab_cdef,
+                index: 2,
+                count: 3,
+            },
         };
         assert_eq!(Request::decode(&q.encode()).unwrap(), q);
         let a = Accept {
@@ -366,6 +415,7 @@ mod test {
                 info: rail(1),
             }],
             topology: vec![],
+            lane: Lane::SINGLE,
         };
         let b = q.encode();
         for n in 0..b.len() {
@@ -379,6 +429,18 @@ mod test {
         assert!(Request::decode(&bad)
             .unwrap_err()
             .contains("request kind 9"));
+        for (index, count) in [(0, 0), (1, 1), (0, MAX_LANES + 1)] {
+            let bad_lane = Request {
+                lane: Lane {
+                    group: 1,
+                    index,
+                    count,
+                },
+                ..q.clone()
+            };
+            let e = Request::decode(&bad_lane.encode()).unwrap_err();
+            assert!(e.contains(&format!("lane {index} of {count}")), "{e}");
+        }
         let relay_no_path = Request {
             kind: RequestKind::Relay,
             ..q

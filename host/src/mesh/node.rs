@@ -15,7 +15,7 @@ use crate::mesh::counters::NicCountersSnapshot;
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::handle::{Handle, NodeInfo};
 use crate::mesh::handshake::{self, client_hop, HopRequest};
-use crate::mesh::messages::{RequestKind, MAX_TOPOLOGY};
+use crate::mesh::messages::{Lane, RequestKind, MAX_LANES, MAX_TOPOLOGY};
 use crate::mesh::nic::{nics_from_topology, Nic, NicSpec};
 use crate::mesh::progress::Progress;
 use crate::mesh::rail::RailParams;
@@ -28,7 +28,43 @@ const MAX_HANDSHAKES: usize = 64;
 /// Most nodes remembered.
 const MAX_KNOWN: usize = 1024;
 
-type AcceptQueue = Arc<Mutex<VecDeque<RecvComm>>>;
+/// What a listener accepted: complete connections, and lanes waiting for the rest of their
+/// connection ([`Lane`]).
+#[derive(Default)]
+pub(crate) struct Accepted {
+    ready: VecDeque<RecvComm>,
+    partial: HashMap<u64, Vec<Option<Arc<ConnShared>>>>,
+}
+
+impl Accepted {
+    /// Adds the accepted lane `lane` of a connection; the connection is ready once all its
+    /// lanes are.
+    pub(crate) fn add_lane(&mut self, lane: Lane, conn: Arc<ConnShared>) {
+        if lane.count <= 1 {
+            self.ready.push_back(RecvComm::new(vec![conn]));
+            return;
+        }
+        let slots = self
+            .partial
+            .entry(lane.group)
+            .or_insert_with(|| vec![None; usize::from(lane.count)]);
+        if let Some(s) = slots.get_mut(usize::from(lane.index)) {
+            *s = Some(conn);
+        }
+        if slots.iter().all(Option::is_some) {
+            let lanes = self
+                .partial
+                .remove(&lane.group)
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .collect();
+            self.ready.push_back(RecvComm::new(lanes));
+        }
+    }
+}
+
+type AcceptQueue = Arc<Mutex<Accepted>>;
 
 /// The shared state of a node.
 pub(crate) struct NodeInner {
@@ -363,6 +399,12 @@ impl MeshNode {
             .collect()
     }
 
+    /// Lanes of a direct connection this node opens (`RDMESH_LANES`): with more than one, a
+    /// receive takes a single buffer (grouped receives need one lane).
+    pub fn lanes(&self) -> usize {
+        self.inner.config.lanes.max(1)
+    }
+
     /// Number of connections and relays the progress thread drives.
     pub fn active(&self) -> usize {
         self.inner.progress.len()
@@ -375,7 +417,7 @@ impl MeshNode {
     pub fn listen(&self) -> Result<Listener> {
         let id = self.inner.next_listen.fetch_add(1, Ordering::Relaxed);
         let handle = Handle::new(self.inner.info(), id)?;
-        let queue: AcceptQueue = Arc::new(Mutex::new(VecDeque::new()));
+        let queue: AcceptQueue = Arc::new(Mutex::new(Accepted::default()));
         self.inner
             .listeners
             .lock()
@@ -482,34 +524,54 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
         tracing::info!(target = %target.id_hex(), via = ?via, "mesh: no shared subnet, relaying");
         (next, path[1..].to_vec(), via)
     };
-    let req = HopRequest {
-        kind: if via.is_empty() {
-            RequestKind::Connect
-        } else {
-            RequestKind::Relay
-        },
-        origin: me,
-        target: target.clone(),
-        listen_id,
-        path,
-        hops_left: 0,
+    // Direct connections get the configured lanes; a relayed one has a single lane.
+    let lanes = if via.is_empty() {
+        node.config.lanes.clamp(1, usize::from(MAX_LANES)) as u8
+    } else {
+        1
     };
-    let shard = node.progress.next_shard();
-    let hop = client_hop(node, &next, req, RailParams::DATA_SENDER, shard, deadline)?;
-    let route = handshake::route_of(target, via, &hop.rails);
-    let label = handshake::peer_label(target, &route);
-    tracing::info!(peer = %label, route = %route, "mesh connection up");
-    let conn = ConnShared::new(
-        RailSet::new(hop.rails),
-        route,
-        label,
-        node.config.max_requests,
-        node.config.stripe_min,
-        node.config.keepalive,
-        Driver::new(&node.progress, shard),
-    );
-    node.progress.add_to(shard, conn.clone());
-    Ok(SendComm::new(conn))
+    let mut gb = [0u8; 8];
+    crate::mesh::auth::fill_random(&mut gb);
+    let group = u64::from_be_bytes(gb);
+    let mut conns = Vec::with_capacity(usize::from(lanes));
+    for index in 0..lanes {
+        let req = HopRequest {
+            kind: if via.is_empty() {
+                RequestKind::Connect
+            } else {
+                RequestKind::Relay
+            },
+            origin: me.clone(),
+            target: target.clone(),
+            listen_id,
+            path: path.clone(),
+            hops_left: 0,
+            lane: Lane {
+                group,
+                index,
+                count: lanes,
+            },
+        };
+        let shard = node.progress.next_shard();
+        let hop = client_hop(node, &next, req, RailParams::DATA_SENDER, shard, deadline)?;
+        let r = handshake::route_of(target, via.clone(), &hop.rails);
+        let label = handshake::peer_label(target, &r);
+        if index == 0 {
+            tracing::info!(peer = %label, route = %r, lanes, "mesh connection up");
+        }
+        let conn = ConnShared::new(
+            RailSet::new(hop.rails),
+            r,
+            label,
+            node.config.max_requests,
+            node.config.stripe_min,
+            node.config.keepalive,
+            Driver::new(&node.progress, shard),
+        );
+        node.progress.add_to(shard, conn.clone());
+        conns.push(conn);
+    }
+    Ok(SendComm::new(conns))
 }
 
 /// The handshake listener: dual-stack `[::]:port` (the handle may carry IPv6 link addresses,
@@ -620,6 +682,7 @@ impl Listener {
             .queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .ready
             .pop_front())
     }
 
