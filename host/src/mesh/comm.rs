@@ -208,7 +208,9 @@ impl ConnShared {
     }
 
     /// After an application call changed the connection: make progress here (one shard), or
-    /// wake the shard that owns it.
+    /// wake the shard that owns it (several). Measured on NCCL (docs/benchmarks.md): letting
+    /// the application's thread also make progress when the connection is free serializes the
+    /// channels on NCCL's proxy thread again and halves the large-message bandwidth.
     fn advance(&self, c: &mut Conn) {
         if self.driver.offload {
             c.flush_outbox();

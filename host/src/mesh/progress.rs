@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::Duration;
 
+/// How long a shard (of several) keeps polling after its last work before it parks.
+const SPIN: Duration = Duration::from_millis(2);
+
 /// What one pump of an item found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PumpState {
@@ -144,6 +147,7 @@ impl Progress {
     fn run(self: Arc<Self>, shard: usize) {
         let me = &self.shards[shard];
         let mut idle_rounds: u32 = 0;
+        let mut last_busy = std::time::Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             let items: Vec<Arc<dyn Pump>> =
                 me.items.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -164,11 +168,15 @@ impl Progress {
             if busy {
                 // Let the soft provider's threads (ACKs, timers) run between rounds.
                 idle_rounds = 0;
+                last_busy = std::time::Instant::now();
                 std::thread::yield_now();
                 continue;
             }
             idle_rounds = idle_rounds.saturating_add(1);
-            if idle_rounds < 8 {
+            // A shard of several keeps polling for SPIN after its last work (the next packet
+            // of a pipeline is usually that close; a parked shard would add a wake-up to it).
+            let spin = self.shards.len() > 1 && last_busy.elapsed() < SPIN;
+            if idle_rounds < 8 || spin {
                 std::thread::yield_now();
             } else {
                 let us = 20u64 << (idle_rounds - 8).min(6);
