@@ -232,10 +232,11 @@ impl Endpoint {
     /// device; fails after `timeout` without one, or on an error status, naming the QP, the peer
     /// and the counters.
     ///
-    /// The spin goes on while packets keep coming, as perftest's busy-poll does: a bandwidth
-    /// sender whose completions are hundreds of µs apart (1 MiB messages) keeps receiving the
-    /// ACKs between them without sleeping, so an ACK's delivery wakes no thread. A spin that
-    /// blocked, or never saw the completion, counts as a miss.
+    /// On a host with CPUs to spare ([`crate::bench::spin::spin_while_active`]) the spin goes
+    /// on while packets keep coming, as perftest's busy-poll does: a bandwidth sender whose
+    /// completions are hundreds of µs apart (1 MiB messages) keeps receiving the ACKs between
+    /// them without sleeping, so an ACK's delivery wakes no thread. A spin that blocked, or
+    /// never saw the completion, counts as a miss.
     ///
     /// Without a spin (one CPU, or spins that keep missing) the wait is one blocking receive on
     /// the device's socket per packet, as a UDP ping-pong's is: the CQ is looked at without
@@ -244,8 +245,9 @@ impl Endpoint {
     /// came back without a completion (the timeout counts from then).
     pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
         let spin = self.spin.budget();
+        let keep_spinning = crate::bench::spin::spin_while_active();
         let mut start: Option<Instant> = None;
-        // When the spin last saw the device process a packet.
+        // When the spin last saw the device process a packet (with `keep_spinning`).
         let mut active: Option<Instant> = None;
         let mut blocked = false;
         loop {
@@ -255,7 +257,7 @@ impl Endpoint {
                 match self.cq.poll_ready() {
                     Some(wc) => Some(wc),
                     None => {
-                        if self.device.progress(None) > 0 {
+                        if self.device.progress(None) > 0 && keep_spinning {
                             active = Some(Instant::now());
                         }
                         self.cq.poll_ready()
