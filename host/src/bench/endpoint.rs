@@ -14,6 +14,7 @@ use crate::verbs::{
     QpState, QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
+use crate::bench::spin::ACTIVE_SPIN;
 pub use crate::bench::spin::{spin_time, SPIN_TIME};
 
 /// Send queue depth of benchmark QPs (perftest's default `-t 128`).
@@ -233,10 +234,10 @@ impl Endpoint {
     /// and the counters.
     ///
     /// On a host with CPUs to spare ([`crate::bench::spin::spin_while_active`]) the spin goes
-    /// on while packets keep coming, as perftest's busy-poll does: a bandwidth sender whose
-    /// completions are hundreds of µs apart (1 MiB messages) keeps receiving the ACKs between
-    /// them without sleeping, so an ACK's delivery wakes no thread. A spin that blocked, or
-    /// never saw the completion, counts as a miss.
+    /// on while packets keep coming (one within [`ACTIVE_SPIN`]), as perftest's busy-poll
+    /// does: a bandwidth sender whose completions are hundreds of µs apart (1 MiB messages)
+    /// keeps receiving the ACKs between them without sleeping, so an ACK's delivery wakes no
+    /// thread. A spin that blocked, or never saw the completion, counts as a miss.
     ///
     /// Without a spin (one CPU, or spins that keep missing) the wait is one blocking receive on
     /// the device's socket per packet, as a UDP ping-pong's is: the CQ is looked at without
@@ -267,15 +268,16 @@ impl Endpoint {
             let wc = match ready {
                 Some(wc) => Some(wc),
                 None => {
-                    let (elapsed, since_packet) = if spin.is_zero() && !blocked {
+                    let (elapsed, spinning) = if spin.is_zero() && !blocked {
                         // No spin: block at once; the clock starts after the first wait.
-                        (Duration::ZERO, Duration::ZERO)
+                        (Duration::ZERO, false)
                     } else {
                         let now = Instant::now();
-                        let s = *start.get_or_insert(now);
-                        (now - s, now - active.unwrap_or(s))
+                        let elapsed = now - *start.get_or_insert(now);
+                        let flowing = active.is_some_and(|a| now - a < ACTIVE_SPIN);
+                        (elapsed, elapsed < spin || flowing)
                     };
-                    if !blocked && since_packet < spin {
+                    if !blocked && spinning {
                         continue;
                     }
                     if !spin.is_zero() && !blocked {
