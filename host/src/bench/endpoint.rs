@@ -229,9 +229,9 @@ impl Endpoint {
     }
 
     /// Waits for one completion: busy-polls (driving the device on this thread) for
-    /// [`AdaptiveSpin::budget`] after the last packet the device processed, then blocks on the
-    /// device; fails after `timeout` without one, or on an error status, naming the QP, the peer
-    /// and the counters.
+    /// [`AdaptiveSpin::budget`] (longer while packets flow, below), then blocks on the device;
+    /// fails after `timeout` without one, or on an error status, naming the QP, the peer and
+    /// the counters.
     ///
     /// On a host with CPUs to spare ([`crate::bench::spin::spin_while_active`]) the spin goes
     /// on while packets keep coming (one within [`ACTIVE_SPIN`]), as perftest's busy-poll
