@@ -188,22 +188,22 @@ struct RxState {
 }
 
 /// An application thread inside a device call ([`SoftDevice::app_driven`] holds meanwhile).
-/// `.1`: a time read during the call (ns since the epoch), recorded as the thread's last
-/// drive when it leaves instead of reading the clock again.
-struct AppInDevice<'a>(&'a SoftDevice, Option<u64>);
+/// Leaving, it records the time as the thread's last drive: read then, not reused from the
+/// call's start, since a flush may block in `sendmsg` for longer than [`APP_GRACE_NS`] and the
+/// progress thread must not take the socket over from a thread that just drove it.
+struct AppInDevice<'a>(&'a SoftDevice);
 
 impl<'a> AppInDevice<'a> {
     fn enter(dev: &'a SoftDevice) -> AppInDevice<'a> {
         dev.app_waiting.fetch_add(1, Ordering::Relaxed);
-        AppInDevice(dev, None)
+        AppInDevice(dev)
     }
 }
 
 impl Drop for AppInDevice<'_> {
     fn drop(&mut self) {
         self.0.app_waiting.fetch_sub(1, Ordering::Relaxed);
-        let now = self.1.unwrap_or_else(|| self.0.now().0);
-        self.0.app_poll_ns.store(now, Ordering::Relaxed);
+        self.0.app_poll_ns.store(self.0.now().0, Ordering::Relaxed);
     }
 }
 
@@ -621,7 +621,7 @@ impl SoftDevice {
     ) -> Result<()> {
         // An application thread is in the device (its flush may block in `sendmsg` while the
         // socket's send buffer drains): the progress thread keeps off the socket meanwhile.
-        let mut in_device = AppInDevice::enter(self);
+        let _in_device = AppInDevice::enter(self);
         let mut core = qp.lock();
         let state = core.state;
         let mut result = Ok(());
@@ -648,10 +648,7 @@ impl SoftDevice {
             });
             break;
         }
-        // One clock read per post: the flush's timestamps, and the thread's last drive.
-        let now = self.now();
-        self.flush_at(qp, &mut core, false, now);
-        in_device.1 = Some(now.0);
+        self.flush_at(qp, &mut core, false, self.now());
         result
     }
 
