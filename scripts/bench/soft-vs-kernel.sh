@@ -6,6 +6,8 @@
 #
 # Usage: scripts/bench/soft-vs-kernel.sh [RDMESH_BINARY] [OUT_DIR]
 #   OLD=path/to/old/rdmesh   also runs an older binary's bandwidth and latency (no references)
+#   OLD_REFS=1               ... with the same references and pinning as BIN (an OLD binary that
+#                            has --compare-tcp/--compare-udp/--cpus, 84da7aa or later)
 #   QMAX=8                   largest -q (needs 2*QMAX cores to scale)
 set -u
 BIN=${1:-target/release/rdmesh}
@@ -29,7 +31,16 @@ for run in 1 2 3; do
     log "run $run: $op --lat -s 8 --compare-udp (unpinned)"
     "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --compare-udp 2>&1 | last 1
   done
-  if [ -n "${OLD:-}" ]; then
+  if [ -n "${OLD:-}" ] && [ -n "${OLD_REFS:-}" ]; then
+    for s in 1M 64K; do
+      log "run $run: OLD write -s $s -D 4 --compare-tcp"
+      "$OLD" bench write --loopback -s "$s" -D 4 --compare-tcp 2>&1 | last 1
+    done
+    for op in write send; do
+      log "run $run: OLD $op --lat -s 8 --cpus 0 --compare-udp"
+      "$OLD" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0 --compare-udp 2>&1 | last 1
+    done
+  elif [ -n "${OLD:-}" ]; then
     for s in 1M 64K; do
       log "run $run: OLD write -s $s -D 4"
       "$OLD" bench write --loopback -s "$s" -D 4 2>&1 | tail -n 2 | head -n 1 | last 1

@@ -14,6 +14,7 @@ use crate::verbs::{
     QpState, QueuePair, SoftConfig, WcStatus, WorkCompletion, ROCE_V2_UDP_PORT,
 };
 
+use crate::bench::spin::ACTIVE_SPIN;
 pub use crate::bench::spin::{spin_time, SPIN_TIME};
 
 /// Send queue depth of benchmark QPs (perftest's default `-t 128`).
@@ -228,35 +229,55 @@ impl Endpoint {
     }
 
     /// Waits for one completion: busy-polls (driving the device on this thread) for
-    /// [`AdaptiveSpin::budget`], then blocks on the device; fails after `timeout` without one,
-    /// or on an error status, naming the QP, the peer and the counters.
+    /// [`AdaptiveSpin::budget`] (longer while packets flow, below), then blocks on the device;
+    /// fails after `timeout` without one, or on an error status, naming the QP, the peer and
+    /// the counters.
+    ///
+    /// On a host with CPUs to spare ([`crate::bench::spin::spin_while_active`]) the spin goes
+    /// on while packets keep coming (one within [`ACTIVE_SPIN`]), as perftest's busy-poll
+    /// does: a bandwidth sender whose completions are hundreds of µs apart (1 MiB messages)
+    /// keeps receiving the ACKs between them without sleeping, so an ACK's delivery wakes no
+    /// thread. A spin that blocked, or never saw the completion, counts as a miss.
     ///
     /// Without a spin (one CPU, or spins that keep missing) the wait is one blocking receive on
     /// the device's socket per packet, as a UDP ping-pong's is: the CQ is looked at without
     /// driving the device first, which would cost a non-blocking receive that finds nothing
-    /// (`EAGAIN`) before every blocking one. The clock is read only once the CQ was found
-    /// empty.
+    /// (`EAGAIN`) before every blocking one, and the clock is read only when that first wait
+    /// came back without a completion (the timeout counts from then).
     pub fn next_completion(&self, timeout: Duration) -> Result<WorkCompletion> {
         let spin = self.spin.budget();
+        let keep_spinning = crate::bench::spin::spin_while_active();
         let mut start: Option<Instant> = None;
+        // When the spin last saw the device process a packet (with `keep_spinning`).
+        let mut active: Option<Instant> = None;
         let mut blocked = false;
         loop {
-            let ready = if spin.is_zero() {
+            let ready = if spin.is_zero() || blocked {
                 self.cq.poll_ready()
             } else {
-                self.cq.poll_one()
+                match self.cq.poll_ready() {
+                    Some(wc) => Some(wc),
+                    None => {
+                        if self.device.progress(None) > 0 && keep_spinning {
+                            active = Some(Instant::now());
+                        }
+                        self.cq.poll_ready()
+                    }
+                }
             };
             let wc = match ready {
                 Some(wc) => Some(wc),
                 None => {
-                    let elapsed = match start {
-                        Some(s) => s.elapsed(),
-                        None => {
-                            start = Some(Instant::now());
-                            Duration::ZERO
-                        }
+                    let (elapsed, spinning) = if spin.is_zero() && !blocked {
+                        // No spin: block at once; the clock starts after the first wait.
+                        (Duration::ZERO, false)
+                    } else {
+                        let now = Instant::now();
+                        let elapsed = now - *start.get_or_insert(now);
+                        let flowing = active.is_some_and(|a| now - a < ACTIVE_SPIN);
+                        (elapsed, elapsed < spin || flowing)
                     };
-                    if elapsed < spin {
+                    if !blocked && spinning {
                         continue;
                     }
                     if !spin.is_zero() && !blocked {

@@ -1144,8 +1144,8 @@ fn check_marked(ep: &Endpoint, size: u64, i: u64, what: &str) -> Result<()> {
 /// Waits until the marker of message `i` arrives in the last byte of slot 1: busy-polls
 /// memory and the device for the end's spin budget ([`crate::bench::spin`]), then blocks on the
 /// device until a packet comes. Without a spin (one CPU, or spins that keep missing) that is
-/// one blocking receive per packet, as a UDP ping-pong's is, and the clock is read once the
-/// marker was found missing, not on every look.
+/// one blocking receive per packet, as a UDP ping-pong's is, and the clock is read only when
+/// that first wait came back without the marker (the timeout counts from then).
 fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()> {
     let want = marker(i);
     let spin = ep.spin.budget();
@@ -1172,6 +1172,8 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         }
         let elapsed = match start {
             Some(s) => s.elapsed(),
+            // No spin: block at once; the clock starts after the first wait.
+            None if spin.is_zero() && !blocked => Duration::ZERO,
             None => {
                 start = Some(Instant::now());
                 Duration::ZERO

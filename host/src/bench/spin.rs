@@ -32,6 +32,30 @@ pub fn spin_time() -> Duration {
     }
 }
 
+/// CPUs a host needs before a waiter keeps spinning while packets flow
+/// ([`spin_while_active`]): the spinner, the peer's receiving thread and the two progress
+/// threads of a loopback run each have one.
+pub const ACTIVE_SPIN_CPUS: usize = 4;
+
+/// How long after the last packet the device processed a waiter that spins while packets flow
+/// ([`spin_while_active`]) goes on spinning: longer than the gap between two ACKs of a
+/// bandwidth sender (one per 64 packets of 4 KiB, 256 KiB: 85 µs at 3 GB/s, 500 µs at 0.5).
+pub const ACTIVE_SPIN: Duration = Duration::from_micros(500);
+
+/// Whether a waiter goes on spinning for as long as the device keeps processing packets (the
+/// ACKs between a bandwidth sender's completions, at most [`ACTIVE_SPIN`] apart), not only for
+/// [`spin_time`] in all. A sender
+/// of 1 MiB messages completes one every few hundred µs, longer than any spin; blocked between
+/// completions, every ACK's delivery wakes it, and on the 16-core host that wake-up cost the
+/// receiving thread a quarter of its time (docs/benchmarks.md, issue 12). Only on hosts with
+/// [`ACTIVE_SPIN_CPUS`] or more: with fewer, the spinner takes the CPU the receiver needs.
+pub fn spin_while_active() -> bool {
+    static MANY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MANY.get_or_init(|| {
+        std::thread::available_parallelism().is_ok_and(|n| n.get() >= ACTIVE_SPIN_CPUS)
+    })
+}
+
 /// The spin budget of one waiter (one benchmark end), adapted to whether spins find their
 /// packet (see the module docs).
 #[derive(Debug, Default)]

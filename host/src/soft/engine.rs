@@ -188,6 +188,9 @@ struct RxState {
 }
 
 /// An application thread inside a device call ([`SoftDevice::app_driven`] holds meanwhile).
+/// Leaving, it records the time as the thread's last drive: read then, not reused from the
+/// call's start, since a flush may block in `sendmsg` for longer than [`APP_GRACE_NS`] and the
+/// progress thread must not take the socket over from a thread that just drove it.
 struct AppInDevice<'a>(&'a SoftDevice);
 
 impl<'a> AppInDevice<'a> {
@@ -214,18 +217,22 @@ enum Placement {
     NotApplicable,
 }
 
-/// The QPs a receive batch delivered to, flushed once each when they change and at the end.
-#[derive(Default)]
-struct Unflushed(Option<Arc<QpShared>>);
+/// The QPs a receive batch delivered to, flushed once each when they change and at the end,
+/// with the time read when the batch was received (`.1`).
+struct Unflushed(Option<Arc<QpShared>>, Instant);
 
 impl Unflushed {
+    fn new(now: Instant) -> Unflushed {
+        Unflushed(None, now)
+    }
+
     fn add(&mut self, dev: &SoftDevice, qp: Option<Arc<QpShared>>) {
         let Some(qp) = qp else { return };
         if self.0.as_ref().is_some_and(|u| Arc::ptr_eq(u, &qp)) {
             return;
         }
         if let Some(u) = self.0.replace(qp) {
-            dev.flush(&u, &mut u.lock());
+            dev.flush_at(&u, &mut u.lock(), false, self.1);
         }
     }
 
@@ -233,7 +240,7 @@ impl Unflushed {
     fn finish(self, dev: &SoftDevice) -> Option<u32> {
         let u = self.0?;
         let mut core = u.lock();
-        dev.flush(&u, &mut core);
+        dev.flush_at(&u, &mut core, false, self.1);
         core.rc
             .as_ref()
             .and_then(|rc| rc.write_cursor())
@@ -641,7 +648,7 @@ impl SoftDevice {
             });
             break;
         }
-        self.flush(qp, &mut core);
+        self.flush_at(qp, &mut core, false, self.now());
         result
     }
 
@@ -685,12 +692,10 @@ impl SoftDevice {
 
     /// Sends every packet the QP's state machine has ready — packed into UDP GSO sends, plain
     /// ACKs held back for coalescing (module `tx_batch`) — then moves completions to the CQs.
-    fn flush(&self, qp: &QpShared, core: &mut QpCore) {
-        self.flush_with(qp, core, false);
-    }
-
-    /// [`flush`](Self::flush); `release_urgent`: an urgent held ACK goes now too.
-    fn flush_with(&self, qp: &QpShared, core: &mut QpCore, release_urgent: bool) {
+    /// `now` is the caller's clock read (one per post or received batch: a packet's timestamps
+    /// — retransmit timer, pacer — may lag by the microseconds since, which only delays them);
+    /// `release_urgent`: an urgent held ACK goes now too.
+    fn flush_at(&self, qp: &QpShared, core: &mut QpCore, release_urgent: bool, now: Instant) {
         let QpCore {
             rc,
             remote,
@@ -720,9 +725,6 @@ impl SoftDevice {
         let urgent = !coalesces_acks_of(*last_req_opcode);
         let mut batch = TxBatch::new(max_segments);
         let mut data_sent = false;
-        // One clock read per flush: a packet's timestamps (retransmit timer, pacer) may lag by
-        // the microseconds the flush takes, which only delays them.
-        let now = self.now();
         let mut ack_buf = [0u8; 32];
         // Sends `$buf` holding `$batch`, after the urgent ACK held, if any, in one syscall;
         // gathers the payload from its region when it can, copies it in otherwise.
@@ -1138,7 +1140,7 @@ impl SoftDevice {
             last = Some(now);
             // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
             // responses, completions), not once per packet.
-            let mut unflushed = Unflushed::default();
+            let mut unflushed = Unflushed::new(now);
             for (k, (off, len)) in r.datagrams().enumerate() {
                 let qp = self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
                 packets += 1;
@@ -1266,7 +1268,7 @@ impl SoftDevice {
             }
         };
         let now = self.now();
-        let mut unflushed = Unflushed::default();
+        let mut unflushed = Unflushed::new(now);
         let mut n = 0;
         for (k, (off, len)) in got.datagrams().enumerate() {
             let pkt = &buf[off..off + len];
@@ -1353,7 +1355,7 @@ impl SoftDevice {
         for qp in self.qp_list() {
             let mut core = qp.lock();
             if core.ack_hold.urgent() {
-                self.flush_with(&qp, &mut core, true);
+                self.flush_at(&qp, &mut core, true, self.now());
             }
         }
     }
@@ -1536,7 +1538,7 @@ impl SoftDevice {
         if defer_flush {
             return Some(qp.clone());
         }
-        self.flush(&qp, &mut core);
+        self.flush_at(&qp, &mut core, false, now);
         None
     }
 
@@ -1606,7 +1608,7 @@ impl SoftDevice {
                 }
             }
             if due || core.ack_hold.due(now.0) {
-                self.flush(&qp, &mut core);
+                self.flush_at(&qp, &mut core, false, now);
             }
             if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
                 next = Some(next.map_or(d.0, |n| n.min(d.0)));

@@ -27,9 +27,13 @@ use crate::soft::udp_io::{MAX_GSO_BYTES, MAX_GSO_SEGMENTS};
 pub(crate) const ACK_DELAY_NS: u64 = 50_000;
 /// The longest an urgent ACK (of a SEND or WRITE with immediate) is held back, ns.
 pub(crate) const URGENT_ACK_DELAY_NS: u64 = 20_000;
-/// Held ACKs are sent once they would acknowledge this many PSNs past the last ACK sent
-/// (a quarter of the requester's default window of 128 packets).
-pub(crate) const ACK_MAX_PSNS: u32 = 32;
+/// Held ACKs are sent once they would acknowledge this many PSNs past the last ACK sent: half
+/// the requester's window of 128 packets (`rc::MAX_UNACKED_PSNS`), the cadence at which an
+/// rdmesh or rxe requester asks for ACKs (AckReq every 64 packets, `rc::MAX_PKTS_PER_ACK`), so
+/// the window moves while the other half is still in flight. A 64 KiB WRITE (16 packets)
+/// asks for an ACK at its end: one ACK per four messages is sent.
+pub(crate) const ACK_MAX_PSNS: u32 = 64;
+const _: () = assert!(2 * ACK_MAX_PSNS <= rdmesh_core::rc::MAX_UNACKED_PSNS);
 /// BTH (12 bytes) + AETH (4 bytes) + ICRC (4 bytes).
 const ACK_LEN: usize = 20;
 /// RC Acknowledge (IBTA vol. 1 §9.2, Table 38: 0b000_10001).
