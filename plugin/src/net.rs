@@ -119,7 +119,7 @@ fn link_text(p: &Plugin, local: IpAddr) -> String {
                 IpAddr::V6(v6) => v6.to_string(),
             };
             format!(
-                "{}:{} GID {gid} MTU {}",
+                "{}:{} GID {gid} port MTU {}",
                 d.name.to_string_lossy(),
                 d.port,
                 d.mtu
@@ -136,11 +136,12 @@ fn route_text(p: &Plugin, route: &Route, lanes: usize) -> String {
         .iter()
         .map(|l| {
             format!(
-                "{} {} -> {} ({} Gb/s, {})",
+                "{} {} -> {} ({} Gb/s, path MTU {}, {})",
                 l.netdev,
                 l.local,
                 l.remote,
                 l.gbps,
+                l.path_mtu,
                 link_text(p, l.local)
             )
         })

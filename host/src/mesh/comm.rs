@@ -42,6 +42,9 @@ pub struct RouteLink {
     /// `"go-back-n"` or `"selective"`).
     #[serde(serialize_with = "recovery_name")]
     pub recovery: Recovery,
+    /// The rail's path MTU, bytes: the route's toward the next hop, capped at IBTA's 4096 and
+    /// by the other end.
+    pub path_mtu: u32,
 }
 
 fn recovery_name<S: serde::Serializer>(r: &Recovery, s: S) -> std::result::Result<S::Ok, S::Error> {

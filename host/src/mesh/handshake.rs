@@ -674,6 +674,7 @@ pub(crate) fn route_of(peer: &NodeInfo, via: Vec<String>, rails: &[Rail]) -> Rou
                 remote: r.peer_addr(),
                 gbps: (r.gbps() * 1000.0).round() / 1000.0,
                 recovery: r.recovery(),
+                path_mtu: r.path_mtu(),
             })
             .collect(),
     }

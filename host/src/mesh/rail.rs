@@ -347,6 +347,8 @@ pub struct Rail {
     /// What this end offers for loss recovery, and the mode agreed at [`Rail::connect`].
     offer: RecoveryOffer,
     recovery: Recovery,
+    /// The path MTU chosen at [`Rail::connect`], bytes (0 before).
+    path_mtu: u32,
     peer: Option<PeerSide>,
     free_send: Vec<u32>,
     in_flight: Vec<Option<(u64, u32)>>,
@@ -451,6 +453,7 @@ impl Rail {
             timing,
             offer: RecoveryOffer::of(device.provider(), recovery),
             recovery: Recovery::GoBackN,
+            path_mtu: 0,
             peer: None,
             free_send: (0..params.send_slots).rev().collect(),
             in_flight: vec![None; params.send_slots as usize],
@@ -487,6 +490,11 @@ impl Rail {
     }
 
     /// The loss recovery of the rail's QP: go-back-N until [`Rail::connect`], then the mode
+    /// The path MTU chosen at [`Rail::connect`] (the route's, capped by both ends), bytes.
+    pub fn path_mtu(&self) -> u32 {
+        self.path_mtu
+    }
+
     /// both ends agreed on (as the QP itself reports it).
     pub fn recovery(&self) -> Recovery {
         debug_assert_eq!(self.qp.recovery(), self.recovery);
@@ -520,6 +528,7 @@ impl Rail {
         // Both ends compute the same mode from the two offers; it is set while the QP is
         // still in INIT, before either end can send a packet on it.
         let recovery = self.offer.agree(peer.recovery);
+        self.path_mtu = mtu.bytes();
         tracing::info!(
             netdev = %self.nic.spec.netdev,
             local = %self.nic.spec.addr.ip,
