@@ -46,6 +46,7 @@ pub mod eth;
 pub mod inline;
 pub mod opcode;
 pub mod raddr;
+mod cells;
 mod ring;
 pub mod rq;
 pub mod sq;
