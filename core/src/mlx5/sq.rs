@@ -243,7 +243,10 @@ impl<'r> SqWriter<'r> {
     /// on error.
     ///
     /// Always inlined: at a call site with a fixed work-request shape the encoder specializes
-    /// (about 3x faster in `core/benches/mlx5_wqe.rs`).
+    /// (about 3x faster in `core/benches/mlx5_wqe.rs`). A WQE that fits in the free window
+    /// (not full, not reaching the ring end) costs one comparison and its segments' 8-byte
+    /// big-endian stores at the window's start; the window is recomputed, out of the way, at
+    /// the ring end and after a retire.
     #[inline(always)]
     pub fn post(&mut self, wr: &SendWr<'_>) -> Result<Posted> {
         let ds = wr.check(self.qp_type)?;
@@ -345,9 +348,9 @@ impl<'r> SqWriter<'r> {
     /// `count` calls of [`post`](Self::post), each followed by `announce(self.dbrec())`.
     ///
     /// The difference with `post` in a loop is in the generated code: the WQEs that fit in the
-    /// free window are written by one loop that steps a pointer through their slots (see
-    /// [`post_many`](Self::post_many)), where a `post` per request addresses its slot as ring
-    /// + offset (base + index stores).
+    /// free window are written by one loop over their slots (see
+    /// [`post_many`](Self::post_many)) with the counters updated once, where a `post` per
+    /// request checks the window and updates the counters for each.
     ///
     /// # Errors
     /// As [`post`](Self::post), for the first request that fails (`announce` has run for every
