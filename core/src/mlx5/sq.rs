@@ -143,7 +143,12 @@ fn no_room(ds: usize, needed: u16, free: u16, wqebbs: u16) -> Error {
     }
 }
 
-/// Writes send WQEs into a ring held in caller memory.
+/// Writes send WQEs into a ring held in caller memory: `2^n` WQEBBs of 64 bytes, every
+/// field big-endian as the device reads it (rdma-core `providers/mlx5/qp.c`, `mlx5dv.h`).
+///
+/// The writer borrows the ring for `'r` and sees it as shared 8-byte cells (see the module
+/// docs): it is neither `Send` nor `Sync`, and its bytes are read with
+/// [`copy_ring`](Self::copy_ring) / [`read_wqebb`](Self::read_wqebb) while it lives.
 #[derive(Debug)]
 pub struct SqWriter<'r> {
     // The whole ring.
