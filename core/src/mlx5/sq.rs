@@ -24,8 +24,9 @@ use super::{wqebbs_for_ds, Error, Result, DS_LEN, MAX_DS, MAX_RING_WQEBBS, WQEBB
 /// "No WQE" for [`SqWriter::post_many_signal`]'s `signal`.
 pub const NO_SIGNAL: u16 = u16::MAX;
 
-/// Byte of the control segment's second word (bytes 8..16) that holds `fm_ce_se` (byte 11).
-const CTRL_FM_CE_SE_IN_TAIL: usize = 3;
+/// `CQ_UPDATE` in the control segment's second big-endian word (bytes 8..16): `fm_ce_se` is
+/// byte 11, bits 39..32 of that word ([`CtrlRepr::tail`](super::CtrlRepr::tail)).
+const CTRL_TAIL_CQ_UPDATE: u64 = (FmCeSe::CQ_UPDATE as u64) << 32;
 
 /// Cells per WQEBB.
 const WQEBB_CELLS: usize = WQEBB_LEN / WORD;
@@ -500,10 +501,12 @@ impl<'r> SqWriter<'r> {
         F: FnMut(u16) -> W,
         A: FnMut([u8; 4]),
     {
-        let window = self
+        // (The caller checked that `n` WQEBBs fit: `rest` is what the window keeps after a
+        // whole run.)
+        let (window, rest) = self
             .window
-            .get(..n as usize * WQEBB_CELLS)
-            .unwrap_or(self.window);
+            .split_at_checked(n as usize * WQEBB_CELLS)
+            .unwrap_or((self.window, &[]));
         let (qp_type, qpn, bits) = (self.qp_type, self.qpn, self.signal_bits);
         // The WQE index in bits 55..40 of the control head, added rather than ORed (the
         // head of `ctrl(0, ..)` has zeros there) so that it is carried from WQE to WQE by
@@ -539,22 +542,23 @@ impl<'r> SqWriter<'r> {
             // (Nothing when the caller announces nothing: the closure is empty.)
             announce(((self.pc + k as u32) & 0xffff).to_be_bytes());
         }
-        // The signaled WQE, when it is in this run: its `fm_ce_se` byte (ctrl byte 11).
+        // The signaled WQE, when it is in this run: `CQ_UPDATE` in its `fm_ce_se` byte (ctrl
+        // byte 11), ORed into the control tail word just stored.
         let s = signal.wrapping_sub(done);
         if s < k {
             let tail = s as usize * WQEBB_LEN + 8;
-            let mut b = cells::get(window, tail);
-            b[CTRL_FM_CE_SE_IN_TAIL] |= FmCeSe::CQ_UPDATE;
-            cells::set_be(window, tail, u64::from_be_bytes(b));
+            let t = u64::from_be_bytes(cells::get(window, tail));
+            cells::set_be(window, tail, t | CTRL_TAIL_CQ_UPDATE);
         }
         // (Meaningful only when k > 0.)
         let last_idx = (self.pc as u64 + k as u64).wrapping_sub(1);
         // A run ends at the ring end at the latest, so at 2^16 at the latest.
         self.pc = (self.pc + k as u32) & 0xffff;
-        self.window = self
-            .window
-            .get(k as usize * WQEBB_CELLS..)
-            .unwrap_or(&[]);
+        self.window = if k == n {
+            rest
+        } else {
+            self.window.get(k as usize * WQEBB_CELLS..).unwrap_or(&[])
+        };
         Run {
             k,
             head: head.wrapping_add(last_idx << 40),
