@@ -266,11 +266,11 @@ impl<'r> SqWriter<'r> {
             super::wqe::cold();
             self.rewindow();
         }
-        match self.window.split_at_checked(cells_n) {
-            Some((slot, rest)) => {
-                self.window = rest;
+        match self.window.get(..cells_n) {
+            Some(slot) => {
                 let mut wqe = slot.get(..ds * DS_LEN / WORD).unwrap_or(slot);
                 wr.write_flat_words(&mut wqe, ctrl.head(), ctrl.tail());
+                self.window = self.window.get(cells_n..).unwrap_or(&[]);
             }
             None => {
                 // Full, or a WQE that reaches the ring end: the general path (kept inline so
