@@ -512,7 +512,9 @@ impl<'r> SqWriter<'r> {
         // head of `ctrl(0, ..)` has zeros there) so that it is carried from WQE to WQE by
         // one addition. The run ends at the ring end at the latest, and 2^16 is a multiple
         // of the ring size, so `pc + k` stays below 2^16 inside it: no carry into opmod.
-        let mut idx_bits = (self.pc as u64) << 40;
+        // (A local: `announce` may store to memory the compiler cannot tell from `self`.)
+        let pc = self.pc;
+        let mut idx_bits = (pc as u64) << 40;
         // The last WQE's head without its index (added after the run: for WQEs of one
         // shape a constant, not a second running sum).
         let mut head = 0;
@@ -540,7 +542,7 @@ impl<'r> SqWriter<'r> {
             k += 1;
             idx_bits += 1 << 40;
             // (Nothing when the caller announces nothing: the closure is empty.)
-            announce(((self.pc + k as u32) & 0xffff).to_be_bytes());
+            announce(((pc + k as u32) & 0xffff).to_be_bytes());
         }
         // The signaled WQE, when it is in this run: `CQ_UPDATE` in its `fm_ce_se` byte (ctrl
         // byte 11), ORed into the control tail word just stored.
