@@ -119,6 +119,36 @@ pub(crate) fn copy_out(c: &[Word], off: usize, out: &mut [u8]) {
     }
 }
 
+/// Writes an inline-data segment with payload `data` at byte `off` (16-aligned) of `c`, word by
+/// word: the 4-byte header (`byte_count | MLX5_INLINE_SEG`, big-endian), the payload, zeros up
+/// to the next 16 bytes (rdma-core qp.c `set_data_inl_seg`); continues at byte 0 past the end
+/// and returns the offset after it (0 at the end).
+fn put_inline(c: &[Word], off: usize, data: &[u8]) -> usize {
+    let len = byte_len(c);
+    let end = super::inline::seg_len(data.len());
+    let step = |o: usize| if o + 8 == len { 0 } else { o + 8 };
+    let mut w = [0u8; 8];
+    w[..4].copy_from_slice(&(data.len() as u32 | super::INLINE_SEG).to_be_bytes());
+    let k = data.len().min(4);
+    w[4..4 + k].copy_from_slice(&data[..k]);
+    set_be(c, off, u64::from_be_bytes(w));
+    let mut o = step(off);
+    let mut done = 8;
+    for ch in data[k..].chunks(8) {
+        let mut w = [0u8; 8];
+        w[..ch.len()].copy_from_slice(ch);
+        set_be(c, o, u64::from_be_bytes(w));
+        o = step(o);
+        done += 8;
+    }
+    while done < end {
+        set_be(c, o, 0);
+        o = step(o);
+        done += 8;
+    }
+    o
+}
+
 impl SegSink for &[Word] {
     #[inline(always)]
     fn put_words(&mut self, off: usize, (a, b): (u64, u64)) {
@@ -127,9 +157,14 @@ impl SegSink for &[Word] {
     }
 
     fn put_segment(&mut self, seg: &super::Segment<'_>, off: usize) -> usize {
-        // Built in bytes, then copied in (the segments with byte-granular contents: inline
-        // data, Ethernet headers, the datagram segment). The temporary is sized to the common
-        // case so that a small segment does not pay for zeroing the largest one.
+        if let super::Segment::Inline(b) = seg {
+            if b.tail.is_empty() {
+                return put_inline(self, off, b.head);
+            }
+        }
+        // Built in bytes, then copied in (Ethernet headers, the datagram segment). The
+        // temporary is sized to the common case so that a small segment does not pay for
+        // zeroing the largest one.
         const SMALL: usize = 4 * super::WQEBB_LEN;
         let n = seg.len();
         if n <= SMALL {
@@ -148,6 +183,25 @@ impl SegSink for &[Word] {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::mlx5::{Segment, SplitBytes};
+
+    #[test]
+    fn test_inline_words_match_bytes() {
+        // Every payload length up to three WQEBBs, at a 16-aligned offset that makes the
+        // longer ones wrap: the same bytes as the byte-slice writer.
+        let data: [u8; 180] = core::array::from_fn(|i| (i as u8).wrapping_mul(7) ^ 0x5a);
+        for n in 0..data.len() {
+            let seg = Segment::Inline(SplitBytes::new(&data[..n]));
+            let mut want = [0xeeu8; 256];
+            let end_b = seg.write(&mut want, 160);
+            let mut got = [0xeeu8; 256];
+            let end_c = {
+                let mut c = from_bytes(&mut got);
+                c.put_segment(&seg, 160)
+            };
+            assert_eq!((end_c, &got[..]), (end_b, &want[..]), "payload {n}");
+        }
+    }
 
     #[test]
     fn test_put_get_wrap() {
