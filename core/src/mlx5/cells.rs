@@ -163,11 +163,16 @@ impl SegSink for &[Word] {
             }
         }
         // Built in bytes, then copied in (Ethernet headers, the datagram segment). The
-        // temporary is sized to the common case so that a small segment does not pay for
-        // zeroing the largest one.
+        // temporary is sized to the segment's class so that a small segment does not pay for
+        // zeroing the largest one (the datagram segment is 48 bytes).
+        const ONE: usize = super::WQEBB_LEN;
         const SMALL: usize = 4 * super::WQEBB_LEN;
         let n = seg.len();
-        if n <= SMALL {
+        if n <= ONE {
+            let mut tmp = [0u8; ONE];
+            seg.write(&mut tmp[..n], 0);
+            put(self, off, &tmp[..n])
+        } else if n <= SMALL {
             let mut tmp = [0u8; SMALL];
             seg.write(&mut tmp[..n], 0);
             put(self, off, &tmp[..n])
