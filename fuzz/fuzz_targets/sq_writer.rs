@@ -115,11 +115,12 @@ fuzz_target!(|input: Input| {
                             assert_eq!(p.ds as usize, wr.ds());
                             since_batch += 1;
                             let off = sq.offset_of(p.wqe_index);
-                            let d = decode_wqe(sq.ring(), off, qp).expect("posted WQE decodes");
+                            let mut r = vec![0u8; sq.ring_len()];
+                            sq.copy_ring(&mut r);
+                            let d = decode_wqe(&r, off, qp).expect("posted WQE decodes");
                             let extra = if input.sig_all { 8 } else { 0 };
                             assert_eq!(d.ctrl, wr.ctrl(p.wqe_index, qpn, p.ds as usize, extra));
                             assert!(d.segments.iter().copied().eq(wr.segments()));
-                            let r = sq.ring();
                             let bytes = (0..p.ds as usize * 16).map(|i| r[(off + i) % r.len()]).collect();
                             outstanding.push((p.wqe_index, bytes));
                         }
@@ -153,7 +154,8 @@ fuzz_target!(|input: Input| {
                 },
             }
             // Nothing outstanding was overwritten.
-            let r = sq.ring();
+            let mut r = vec![0u8; sq.ring_len()];
+            sq.copy_ring(&mut r);
             for (idx, bytes) in &outstanding {
                 let off = sq.offset_of(*idx);
                 assert!(bytes.iter().enumerate().all(|(i, b)| r[(off + i) % r.len()] == *b));

@@ -302,7 +302,9 @@ proptest! {
                     Err(e) => { prop_assert!(false, "{}", e); unreachable!() }
                 };
                 last = Some(p.wqe_index);
-                let d = decode_wqe(sq.ring(), sq.offset_of(p.wqe_index), qp).unwrap();
+                let mut ring = vec![0u8; sq.ring_len()];
+                sq.copy_ring(&mut ring);
+                let d = decode_wqe(&ring, sq.offset_of(p.wqe_index), qp).unwrap();
                 prop_assert_eq!(d.ctrl.wqe_index, p.wqe_index);
                 prop_assert_eq!(d.ctrl.ds, p.ds);
                 prop_assert!(d.segments.iter().copied().eq(wr.segments()));

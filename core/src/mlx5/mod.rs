@@ -34,6 +34,7 @@ mod view;
 pub mod atomic;
 pub mod batch;
 pub mod bytes;
+mod cells;
 pub mod cmd;
 pub mod cq;
 pub mod cqe;

@@ -57,6 +57,28 @@ pub(crate) fn put_words(buf: &mut [u8], off: usize, (a, b): (u64, u64)) {
     c[8..].copy_from_slice(&b.to_be_bytes());
 }
 
+/// Where a WQE's segments are written: a byte slice, or the send queue's cells
+/// (`super::cells`). Offsets are in bytes, 16-aligned; a segment that reaches the end of the
+/// destination continues at offset 0.
+pub(crate) trait SegSink {
+    /// Stores a 16-byte segment given as two big-endian words at `off`.
+    fn put_words(&mut self, off: usize, words: (u64, u64));
+    /// Writes `seg` at `off`; returns the offset after it (0 when it reached the end).
+    fn put_segment(&mut self, seg: &super::Segment<'_>, off: usize) -> usize;
+}
+
+impl SegSink for [u8] {
+    #[inline(always)]
+    fn put_words(&mut self, off: usize, words: (u64, u64)) {
+        put_words(self, off, words);
+    }
+
+    #[inline(always)]
+    fn put_segment(&mut self, seg: &super::Segment<'_>, off: usize) -> usize {
+        seg.write(self, off)
+    }
+}
+
 /// The 16-byte chunk at `off` (which is 16-aligned, so a chunk never straddles the end).
 #[inline]
 pub(crate) fn chunk_mut(ring: &mut [u8], off: usize) -> &mut [u8] {

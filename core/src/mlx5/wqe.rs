@@ -28,7 +28,8 @@ use super::eth::{self, EthRepr, EthSeg};
 use super::inline::{self, InlineSeg};
 use super::opcode::Opcode;
 use super::raddr::{RaddrRepr, RaddrSeg};
-use super::{ring, wqebbs_for_ds, Error, Result, ATOMIC_SIZE, DS_LEN, MAX_DS};
+use super::ring::{self, SegSink};
+use super::{wqebbs_for_ds, Error, Result, ATOMIC_SIZE, DS_LEN, MAX_DS};
 
 /// One gather entry of a send (verbs `struct ibv_sge`): `len` bytes at `addr` in the memory
 /// region of `lkey`. Entries of length 0 are skipped, as rdma-core does.
@@ -615,42 +616,43 @@ impl<'a> SendWr<'a> {
     }
 
     /// [`write_flat`](Self::write_flat) with the control segment given as its two
-    /// big-endian words ([`CtrlRepr::head`], [`CtrlRepr::tail`]).
+    /// big-endian words ([`CtrlRepr::head`], [`CtrlRepr::tail`]), into a byte slice or the
+    /// send queue's cells (`wqe` exactly `ds * 16` bytes long).
     #[inline(always)]
-    pub(crate) fn write_flat_words(&self, wqe: &mut [u8], head: u64, tail: u64) {
-        ring::put_words(wqe, 0, (head, tail));
+    pub(crate) fn write_flat_words<O: SegSink + ?Sized>(&self, wqe: &mut O, head: u64, tail: u64) {
+        wqe.put_words(0, (head, tail));
         let mut o = DS_LEN;
         match &self.transport {
             TransportSeg::None => {}
-            TransportSeg::Datagram(d) => o = Segment::Datagram(*d).write(wqe, o),
-            TransportSeg::Eth(e) => o = Segment::Eth(*e).write(wqe, o),
+            TransportSeg::Datagram(d) => o = wqe.put_segment(&Segment::Datagram(*d), o),
+            TransportSeg::Eth(e) => o = wqe.put_segment(&Segment::Eth(*e), o),
         }
         if o == 0 {
             return; // the transport segment reached the end: it was the last one
         }
         if let Some(r) = self.op.raddr() {
-            ring::put_words(wqe, o, r.words());
+            wqe.put_words(o, r.words());
             o += DS_LEN;
             if let Some(a) = self.op.atomic() {
-                ring::put_words(wqe, o, a.words());
+                wqe.put_words(o, a.words());
                 o += DS_LEN;
             }
         }
         match self.payload {
             Payload::Inline([]) => {}
             Payload::Inline(b) => {
-                Segment::Inline(SplitBytes::new(b)).write(wqe, o);
+                wqe.put_segment(&Segment::Inline(SplitBytes::new(b)), o);
             }
             Payload::Gather([s]) => {
                 // One entry (the common case): no loop.
                 if s.len != 0 {
-                    ring::put_words(wqe, o, self.data_seg(s).words());
+                    wqe.put_words(o, self.data_seg(s).words());
                 }
             }
             Payload::Gather(list) => {
                 for s in list {
                     if s.len != 0 {
-                        ring::put_words(wqe, o, self.data_seg(s).words());
+                        wqe.put_words(o, self.data_seg(s).words());
                         o += DS_LEN;
                     }
                 }

@@ -43,7 +43,7 @@ pub fn ps(ns: f64) -> Ps {
 pub struct PcieParams {
     /// CPU time to build and store one WQE in the send ring, ns. Default 2: what
     /// `core/benches/mlx5_wqe.rs` measures for ctrl + raddr + data segment (rdma-core's
-    /// mlx5dv.h helpers 1.4–1.9 ns, rdmesh's `SqWriter` 2–3 ns on the x86 machines it ran
+    /// mlx5dv.h helpers 1.4–1.9 ns, rdmesh's `SqWriter` 1.2–3 ns on the x86 machines it ran
     /// on). Set it from that bench on the machine of interest.
     pub cpu_post_ns: f64,
     /// CPU time of one 8-byte doorbell sequence (rdma-core `post_send_db`: barrier, dbrec

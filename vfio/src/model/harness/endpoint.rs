@@ -71,7 +71,7 @@ struct Io {
 
 impl Io {
     /// Executes doorbell effects in order (rdma-core `post_send_db` / `mlx5_post_recv`).
-    fn run(&self, effects: &Effects, sq_ring: &[u8], rq_ring: &[u8]) -> HarnessResult<()> {
+    fn run(&self, effects: &Effects, sq: &SqWriter<'_>, rq_ring: &[u8]) -> HarnessResult<()> {
         let err = |e: crate::seam::DmaError| e.to_string();
         for e in effects {
             match *e {
@@ -81,12 +81,10 @@ impl Io {
                     count,
                 } => {
                     for k in 0..count {
-                        let slot = usize::from(first.wrapping_add(k)) & (self.sq_wqebbs - 1);
+                        let index = first.wrapping_add(k);
+                        let slot = usize::from(index) & (self.sq_wqebbs - 1);
                         self.qp_buf
-                            .write(
-                                self.sq_offset + slot * 64,
-                                &sq_ring[slot * 64..slot * 64 + 64],
-                            )
+                            .write(self.sq_offset + slot * 64, &sq.read_wqebb(index))
                             .map_err(err)?;
                     }
                 }
@@ -122,11 +120,10 @@ impl Io {
                     chunks,
                 } => {
                     // One write-combined 64-byte burst per chunk (rdma-core mlx5_bf_copy).
-                    for c in 0..usize::from(chunks) {
-                        let slot = (usize::from(wqe_index) + c) & (self.sq_wqebbs - 1);
+                    for c in 0..u16::from(chunks) {
                         self.bar.write_burst(
-                            self.uar as usize * 4096 + offset as usize + c * 64,
-                            &sq_ring[slot * 64..slot * 64 + 64],
+                            self.uar as usize * 4096 + offset as usize + usize::from(c) * 64,
+                            &sq.read_wqebb(wqe_index.wrapping_add(c)),
                         );
                     }
                 }
@@ -416,11 +413,11 @@ impl Endpoint {
                 .post(&mut self.sq, p, &mut eff)
                 .map_err(|e| format!("{e:?}"))?;
             if !eff.is_empty() {
-                self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+                self.io.run(&eff, &self.sq, self.rq.ring())?;
             }
         }
         if flush && batcher.flush(&mut self.sq, &mut eff) {
-            self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+            self.io.run(&eff, &self.sq, self.rq.ring())?;
         }
         Ok(())
     }
@@ -438,7 +435,7 @@ impl Endpoint {
             .map_err(|e| format!("{e:?}"))?;
         let rang = !eff.is_empty();
         if rang {
-            self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+            self.io.run(&eff, &self.sq, self.rq.ring())?;
         }
         Ok((p, rang))
     }
@@ -447,7 +444,7 @@ impl Endpoint {
     pub fn flush(&mut self, batcher: &mut Batcher) -> HarnessResult<bool> {
         let mut eff = Effects::new();
         if batcher.flush(&mut self.sq, &mut eff) {
-            self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+            self.io.run(&eff, &self.sq, self.rq.ring())?;
             return Ok(true);
         }
         Ok(false)
@@ -488,7 +485,7 @@ impl Endpoint {
         self.rq.post(sges).map_err(|e| format!("{e:?}"))?;
         let b = self.rq.take_batch().ok_or("no receive batch")?;
         let eff = ring_recv(&b);
-        self.io.run(&eff, self.sq.ring(), self.rq.ring())
+        self.io.run(&eff, &self.sq, self.rq.ring())
     }
 
     /// Drains the CQ (updating the consumer index in the doorbell record).
@@ -518,14 +515,14 @@ impl Endpoint {
         }
         let mut eff = Effects::new();
         let _ = eff.push(self.cq.update_ci());
-        self.io.run(&eff, self.sq.ring(), self.rq.ring())?;
+        self.io.run(&eff, &self.sq, self.rq.ring())?;
         Ok(out)
     }
 
     /// Arms the CQ for the next completion (CQ doorbell at UAR + 0x20).
     pub fn arm(&mut self) -> HarnessResult<()> {
         let eff = self.cq.arm(rdmesh_core::mlx5::ArmCmd::Next);
-        self.io.run(&eff, self.sq.ring(), self.rq.ring())
+        self.io.run(&eff, &self.sq, self.rq.ring())
     }
 
     /// An SGE over `len` bytes at byte `off` of the data buffer.
