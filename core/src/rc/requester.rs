@@ -100,25 +100,6 @@ impl SqEntry {
         self.first_psn.add(self.read_done)
     }
 
-    /// `true` when the RDMA WRITE ranges of `self` and `other` (same R_Key) overlap.
-    fn write_overlaps(&self, other: &SendWqe, other_len: u32) -> bool {
-        self.wqe.opcode.is_write()
-            && self.wqe.rkey == other.rkey
-            && self.len > 0
-            && other_len > 0
-            && {
-                let (a0, a1) = (
-                    self.wqe.remote_addr,
-                    self.wqe.remote_addr.saturating_add(self.len as u64),
-                );
-                let (b0, b1) = (
-                    other.remote_addr,
-                    other.remote_addr.saturating_add(other_len as u64),
-                );
-                a0 < b1 && b0 < a1
-            }
-    }
-
     /// `true` when `psn` lies in `[first_psn, end_psn)`.
     pub(crate) fn contains(&self, psn: Psn) -> bool {
         psn.distance_from(self.first_psn) < self.npkts
@@ -374,14 +355,13 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
-        // Self-placing only when early placement cannot reorder memory effects: no earlier
-        // outstanding READ/atomic, no earlier WRITE to an overlapping range.
+        // Self-placing unless an earlier READ/atomic is outstanding (a WRITE placed early
+        // would change what it reads). A WRITE overlapping an earlier outstanding one is split
+        // too: the responder never lets an earlier packet overwrite bytes a later held packet
+        // placed (`Responder::write_ordered`), so the later WRITE's data wins as in order.
         let split = self.selective()
             && wqe.opcode == SendOpcode::RdmaWrite
-            && !self
-                .sq
-                .iter()
-                .any(|e| e.is_rd_atomic() || e.write_overlaps(&wqe, len));
+            && !self.sq.iter().any(|e| e.is_rd_atomic());
         let first_psn = self.tail_psn;
         let consumes_recv = matches!(
             wqe.opcode,
