@@ -21,8 +21,10 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit), RNR NAKs and timeouts mark PSNs to resend instead of
-//!   rewinding the cursor; the timer follows the round-trip time (see `Requester::rto_ns`).
+//!   beyond it (fast retransmit), a NAK without SACK block (the responder dropped packets it
+//!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
+//!   instead of rewinding the cursor; the timer follows the round-trip time (see
+//!   `Requester::rto_ns`).
 
 use super::completion::WcStatus;
 use super::counters::RcCounters;
