@@ -709,11 +709,9 @@ impl SoftDevice {
         let gso = self.gso.load(Ordering::Relaxed);
         let max_segments = if gso { udp_io::MAX_GSO_SEGMENTS } else { 1 };
         // Payload sent straight from the region (module `tx_spans`) where the packets need not
-        // be whole in the buffer: no impairment layer, capture or test fault between.
-        let gather = gso
-            && self.impair.is_none()
-            && self.capture.is_none()
-            && self.corrupt_tx_icrc.is_none();
+        // be whole in the buffer: no capture or test fault between (the impairment layer
+        // gathers its runs too: `send_gathered_impaired`).
+        let gather = gso && self.capture.is_none() && self.corrupt_tx_icrc.is_none();
         // ACKs of WRITEs wait for the coalescing bounds; others ("urgent") only until this QP
         // sends anything else or the driving thread blocks.
         let urgent = !coalesces_acks_of(*last_req_opcode);
@@ -849,6 +847,10 @@ impl SoftDevice {
         let Some(mr) = tx_spans::single_region(spans) else {
             return false;
         };
+        if let Some(imp) = &self.impair {
+            self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
+            return true;
+        }
         let region = mr.lock();
         for (i, (off, len)) in batch.packets().enumerate() {
             match tx_spans::icrc_of(&with_ident(ctx, i as u16), buf, off, len, spans, &region) {
@@ -864,7 +866,7 @@ impl SoftDevice {
         }
         self.tx_sequence
             .fetch_add(batch.count as u64, Ordering::Relaxed);
-        let sent = tx_spans::with_iovecs(buf, batch.used, spans, &region, |iov| {
+        let sent = tx_spans::with_iovecs(buf, 0..batch.used, spans, &region, |iov| {
             udp_io::send_vectored(&self.socket, iov, batch.seg, remote)
         });
         match sent {
@@ -879,6 +881,83 @@ impl SoftDevice {
                 false
             }
         }
+    }
+
+    /// [`Self::send_impaired`] for a batch whose payload `spans` hold in the one region `mr`:
+    /// each run of passing packets is sealed for its own GSO send (ICRC over the header in
+    /// `buf` and the payload in the region) and sent with one gathering `sendmsg`, as the
+    /// loss-free path sends a whole batch; an altered packet is copied together and sealed
+    /// alone (ID 0). A failed send is counted in `tx_errors` (the RC engine resends).
+    #[allow(clippy::too_many_arguments)]
+    fn send_gathered_impaired(
+        &self,
+        imp: &Mutex<Impairer>,
+        mr: &Arc<crate::verbs::mr::MrInner>,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        spans: &[Span],
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
+        let now = self.now().0;
+        let region = mr.lock();
+        let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        // The run of passing packets: (offset, length) of each.
+        let mut run: Vec<(usize, usize)> = Vec::with_capacity(batch.count);
+        let flush = |run: &mut Vec<(usize, usize)>, buf: &mut [u8]| {
+            let (Some(&(start, seg)), Some(&(last, last_len))) = (run.first(), run.last()) else {
+                return;
+            };
+            let mut sealed = true;
+            for (j, &(off, len)) in run.iter().enumerate() {
+                match tx_spans::icrc_of(&with_ident(ctx, j as u16), buf, off, len, spans, &region) {
+                    Ok(crc) => buf[off + len - 4..off + len]
+                        .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc)),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot seal a packet the RC engine produced");
+                        sealed = false;
+                    }
+                }
+            }
+            let count = run.len() as u64;
+            run.clear();
+            if !sealed {
+                return;
+            }
+            self.tx_sequence.fetch_add(count, Ordering::Relaxed);
+            let sent = tx_spans::with_iovecs(buf, start..last + last_len, spans, &region, |iov| {
+                udp_io::send_vectored(&self.socket, iov, seg, remote)
+            });
+            match sent {
+                Ok(()) => self.counters.tx_packets.fetch_add(count, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!(%remote, error = %e, "send failed; the retransmit timer recovers");
+                    self.counters.tx_errors.fetch_add(count, Ordering::Relaxed)
+                }
+            };
+        };
+        for (off, len) in batch.packets() {
+            match imp.decide() {
+                Fate::Pass => run.push((off, len)),
+                Fate::Drop => flush(&mut run, buf),
+                Fate::Alter(plan) => {
+                    flush(&mut run, buf);
+                    let mut pkt = Vec::with_capacity(len);
+                    tx_spans::with_iovecs(buf, off..off + len, spans, &region, |iov| {
+                        iov.iter().for_each(|p| pkt.extend_from_slice(p))
+                    });
+                    self.tx_sequence.fetch_add(1, Ordering::Relaxed);
+                    if with_ident(ctx, 0).seal(&mut pkt).is_ok() {
+                        imp.apply(plan, now, remote, &pkt, &mut out);
+                        for (dst, p) in out.drain(..) {
+                            self.send_now(&p, dst);
+                        }
+                    }
+                }
+            }
+        }
+        flush(&mut run, buf);
     }
 
     /// Seals the packets of `batch` (segment `i` with IPv4 ID `i`, the ID the kernel writes)
