@@ -486,6 +486,45 @@ mod test {
     }
 
     #[test]
+    fn only_packets_that_simply_pass_may_share_a_gso_send() {
+        // Loss only: every packet passes or is dropped, in the stream `submit` uses.
+        let cfg = Impairment {
+            loss: 0.3,
+            seed: 9,
+            ..Default::default()
+        };
+        let (mut a, mut b) = (Impairer::new(cfg), Impairer::new(cfg));
+        let mut out = Vec::new();
+        for i in 0..200u8 {
+            out.clear();
+            b.submit(0, addr(), &[i], &mut out);
+            match a.decide() {
+                Fate::Pass => assert_eq!(out.len(), 1, "packet {i}"),
+                Fate::Drop => assert!(out.is_empty(), "packet {i}"),
+                Fate::Alter(_) => panic!("loss alone never alters a packet"),
+            }
+        }
+        assert_eq!(a.counters, b.counters);
+        // A packet held for reordering: the next one must not join a GSO run (the held one
+        // leaves right after it), and `apply` sends both in that order.
+        let mut imp = Impairer::new(Impairment {
+            reorder: 1.0,
+            ..Default::default()
+        });
+        let Fate::Alter(first) = imp.decide() else {
+            panic!("held for reordering");
+        };
+        out.clear();
+        imp.apply(first, 0, addr(), &[1], &mut out);
+        assert!(out.is_empty());
+        let Fate::Alter(next) = imp.decide() else {
+            panic!("releases the held packet");
+        };
+        imp.apply(next, 5, addr(), &[2], &mut out);
+        assert_eq!(out.iter().map(|(_, p)| p[0]).collect::<Vec<_>>(), [2, 1]);
+    }
+
+    #[test]
     fn dup_corrupt_reorder_delay_do_what_they_say() {
         let pkt: Vec<u8> = (0..64u8).collect();
         // Duplicate everything.
