@@ -2,9 +2,10 @@
 # Loss recovery of the soft provider (docs/reliability.md, issue 13): 64 KiB WRITE, SEND and
 # READ over loopback, loss-free and at 0.1 %, 1 % and 5 % random loss (the impairment layer),
 # go-back-N against selective repeat, three runs each; prints MB/s per run. "loss=0" runs
-# without the impairment layer (GSO batches); "loss=0%" runs through it with nothing dropped,
-# which sends one datagram per packet like every lossy run: the loss-free reference on the same
-# path. LOSSES="0% 1%" picks the rates, OPS="send" the operations.
+# without the impairment layer; "loss=0%" runs through it with nothing dropped. Both take the
+# same path (GSO batches gathered from the region): the layer sends each run of packets that
+# pass it as one GSO send, so a lossy run is compared with the real loss-free path.
+# LOSSES="0% 1%" picks the rates, OPS="send" the operations.
 #
 # INTERLEAVE=1: repetitions outermost — each repetition (seed = its number) runs every op ×
 # loss × mode once — so that a machine whose load drifts (a shared VM) affects every cell

@@ -57,13 +57,18 @@ fn live_capture_icrc_verifies_independently() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let port = free_tcp_port().to_string();
-    // 5000 bytes: two packets per message; 64 KiB: GSO sends of up to 15 segments.
-    for (mode, size, n) in [
-        ("write", "5000", "40"),
-        ("send", "5000", "40"),
-        ("read", "5000", "40"),
-        ("write", "64K", "20"),
-        ("read", "64K", "20"),
+    // 5000 bytes: two packets per message; 64 KiB: GSO sends of up to 15 segments. The last
+    // two run the client through the impairment layer, which sends the runs of packets that
+    // pass it as GSO sends of their own (each segment sealed for its ID in that send) and
+    // duplicated or reordered packets alone.
+    for (mode, size, n, impair) in [
+        ("write", "5000", "40", ""),
+        ("send", "5000", "40", ""),
+        ("read", "5000", "40", ""),
+        ("write", "64K", "20", ""),
+        ("read", "64K", "20", ""),
+        ("write", "64K", "40", "loss=5%,dup=2%,reorder=2%,seed=3"),
+        ("send", "64K", "40", "loss=5%,seed=4"),
     ] {
         let server = fabric
             .command(0, &rdmesh_bin())
@@ -97,13 +102,20 @@ fn live_capture_icrc_verifies_independently() {
             "--verify",
             "--counters",
         ]);
+        if !impair.is_empty() {
+            client.args(["--impair", impair, "--recovery", "selective"]);
+        } else if (mode, size) == ("write", "64K") {
+            // WRITE MIDDLE/LAST packets, which `soft::rx_place` receives into the region (the
+            // negotiated selective repeat sends self-placing WRITE_ONLY packets instead).
+            client.args(["--recovery", "go-back-n"]);
+        }
         let out = assert_ok(&run_bounded(client, Duration::from_secs(60)), mode);
         // The receiver verified every segment: no ICRC errors, no retransmissions.
         for line in out.lines().filter(|l| l.contains("icrc_errors=")) {
             assert!(line.contains("icrc_errors=0"), "{mode} {size}: {line}");
         }
         let served = assert_ok(&wait_bounded(server, Duration::from_secs(30)), mode);
-        if (mode, size) == ("write", "64K") {
+        if (mode, size, impair) == ("write", "64K", "") {
             // WRITE MIDDLE/LAST payload went straight into the region (`soft::rx_place`), and
             // the server verified every byte.
             let placed = served

@@ -21,8 +21,10 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit), RNR NAKs and timeouts mark PSNs to resend instead of
-//!   rewinding the cursor; the timer follows the round-trip time (see `Requester::rto_ns`).
+//!   beyond it (fast retransmit), a NAK without SACK block (the responder dropped packets it
+//!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
+//!   instead of rewinding the cursor; the timer follows the round-trip time (see
+//!   `Requester::rto_ns`).
 
 use super::completion::WcStatus;
 use super::counters::RcCounters;
@@ -331,6 +333,35 @@ impl<const SQ: usize> Requester<SQ> {
         }
     }
 
+    /// Selective repeat, on a NAK without SACK block: marks for resending every request PSN
+    /// sent and not delivered (not acknowledged, not held by the responder), not resent yet.
+    /// READ responses are left to the usual rules: they stream from the responder in order.
+    fn mark_unheld_lost(&mut self) {
+        self.advance_scoreboard();
+        let c = self.comp_psn;
+        for e in self.sq.iter() {
+            if !e.first_psn.before(self.psn_hi) {
+                break;
+            }
+            if e.is_read() {
+                continue;
+            }
+            let n = if e.is_atomic() { 1 } else { e.npkts };
+            for k in 0..n {
+                let q = e.first_psn.add(k);
+                if q.before(c) || q.before(self.ack_hi) {
+                    continue;
+                }
+                if !q.before(self.psn_hi) {
+                    break;
+                }
+                if !self.sacked.contains(q) && !self.resent.contains(q) {
+                    self.resend.insert(q);
+                }
+            }
+        }
+    }
+
     fn on_ack(&mut self, now: Instant, psn: Psn, ctr: &mut RcCounters) -> Result<(), Fatal> {
         let walk = self.ack_before(psn.add(1));
         if walk.progressed {
@@ -392,9 +423,13 @@ impl<const SQ: usize> Requester<SQ> {
         if self.selective() {
             if block.is_some() {
                 self.detect_losses(None, false);
-            } else if !self.resent.contains(psn) && !self.resend.contains(psn) {
-                // A NAK without SACK: the responder lacks `psn`.
-                self.resend.insert(psn);
+            } else {
+                // A NAK without SACK block: the responder lacks `psn` and dropped a later
+                // packet it could not hold (a WRITE packet without its own RETH, a SEND before
+                // its receive WQE, a WRITE behind a READ): every PSN sent and not known to be
+                // delivered counts as lost — go-back-N over what the responder did not keep,
+                // at once; PSNs already resent only by the usual rule.
+                self.mark_unheld_lost();
             }
             return Ok(());
         }

@@ -5,13 +5,18 @@
 //! rocev2.md §3.5), as rdmesh puts it on the wire — both ends must use it; `docs/reliability.md`
 //! has the whole description:
 //! - **Self-placing packets.** A plain RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet,
-//!   each with its own RETH, when no earlier outstanding WQE is a READ/atomic or an overlapping
-//!   WRITE; every SEND packet starts with a placement header (receive sequence number, offset).
+//!   each with its own RETH, when no earlier outstanding WQE is a READ/atomic — also when it
+//!   overlaps an earlier outstanding WRITE (perftest's and NCCL's buffer reuse); every SEND
+//!   packet starts with a placement header (receive sequence number, offset).
 //! - **Responder.** Within [`SR_WINDOW`] PSNs of ePSN it places split WRITE_ONLY and SEND
 //!   packets and defers READ requests and atomics; they retire in order when ePSN reaches them.
-//!   While it holds anything it answers with SACK blocks (a NAK "PSN sequence error" for ePSN
-//!   carrying a 256-bit bitmap of what it holds): on the first out-of-order arrival after ePSN
-//!   moved, [`DUP_THRESH`] held packets later, then every [`SACK_EVERY`], and for AckReq.
+//!   A WRITE packet never overwrites bytes that a later held WRITE_ONLY (same R_Key) placed,
+//!   so overlapping WRITEs leave memory as in order. While it holds anything it answers with
+//!   SACK blocks (a NAK "PSN sequence error" for ePSN carrying a 256-bit bitmap of what it
+//!   holds): on the first out-of-order arrival after ePSN moved, [`DUP_THRESH`] held packets
+//!   later, then every [`SACK_EVERY`], and for AckReq. A packet past the hole that it cannot
+//!   hold draws one NAK without SACK block per ePSN: the requester then resends at once
+//!   everything not held.
 //! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
 //!   is resent alone (a READ: the run of responses it misses); READ responses are placed on
 //!   arrival; the retransmit timer follows the measured round trip, with a short RTO_low when
@@ -69,12 +74,12 @@ pub enum Recovery {
 
 /// What two rdmesh ends use when neither forces a mode: `rdmesh bench` without `--recovery`
 /// (`host::bench::oob`) and mesh rails whose ends both run the soft provider
-/// (`host::mesh::rail`). Go-back-N: selective repeat wins at every loss rate measured while
-/// each WRITE in flight has its own target, but a WRITE overlapping an earlier outstanding one
-/// is not split into self-placing packets, and then a loss costs it far more than go-back-N
-/// (`docs/reliability.md`, "Default"). Kernel rxe, hardware QPs, the device model, perftest and
-/// `rdmesh pingpong` peers always get go-back-N, whatever this says.
-pub const NEGOTIATED_RECOVERY: Recovery = Recovery::GoBackN;
+/// (`host::mesh::rail`). Selective repeat: it wins or ties at every loss rate measured,
+/// loss-free included, with the bench's default buffer footprint (every WRITE to the same
+/// buffer, perftest's and NCCL's reuse) — `docs/reliability.md`, "Default". Kernel rxe,
+/// hardware QPs, the device model, perftest and `rdmesh pingpong` peers always get go-back-N,
+/// whatever this says.
+pub const NEGOTIATED_RECOVERY: Recovery = Recovery::Selective;
 
 /// Packets in flight that keep a path of `rate_mbps` Mb/s and round-trip time `rtt_ns` busy at
 /// path MTU `mtu`: ⌈rate · RTT / (8 · PMTU)⌉, at least 1, at most

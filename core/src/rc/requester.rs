@@ -16,10 +16,11 @@
 //!   SEND/WRITE resumes at that packet; a partly answered READ is re-issued for its tail, with the
 //!   VA advanced by the bytes already received and the PSN of the first missing response
 //!   (rxe_req.c `req_retry`).
-//! - Selective repeat (`recovery.rs`): plain WRITEs go out as self-placing RDMA_WRITE_ONLY
-//!   packets, SEND packets carry a placement header, and retries resend individual PSNs (a
-//!   READ: the run of responses it misses) from a bitmap instead of rewinding; the retransmit
-//!   timer follows the measured round-trip time (RTO_low with few packets in flight).
+//! - Selective repeat (`recovery.rs`): plain WRITEs not behind an outstanding READ/atomic go
+//!   out as self-placing RDMA_WRITE_ONLY packets, SEND packets carry a placement header, and
+//!   retries resend individual PSNs (a READ: the run of responses it misses) from a bitmap
+//!   instead of rewinding; the retransmit timer follows the measured round-trip time (RTO_low
+//!   with few packets in flight).
 //!
 //! The completer half (ACK/NAK/READ response processing, timers) is in `completer.rs`.
 
@@ -98,25 +99,6 @@ impl SqEntry {
     /// first response not yet received, otherwise the first PSN.
     pub(crate) fn request_psn(&self) -> Psn {
         self.first_psn.add(self.read_done)
-    }
-
-    /// `true` when the RDMA WRITE ranges of `self` and `other` (same R_Key) overlap.
-    fn write_overlaps(&self, other: &SendWqe, other_len: u32) -> bool {
-        self.wqe.opcode.is_write()
-            && self.wqe.rkey == other.rkey
-            && self.len > 0
-            && other_len > 0
-            && {
-                let (a0, a1) = (
-                    self.wqe.remote_addr,
-                    self.wqe.remote_addr.saturating_add(self.len as u64),
-                );
-                let (b0, b1) = (
-                    other.remote_addr,
-                    other.remote_addr.saturating_add(other_len as u64),
-                );
-                a0 < b1 && b0 < a1
-            }
     }
 
     /// `true` when `psn` lies in `[first_psn, end_psn)`.
@@ -374,14 +356,13 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
-        // Self-placing only when early placement cannot reorder memory effects: no earlier
-        // outstanding READ/atomic, no earlier WRITE to an overlapping range.
+        // Self-placing unless an earlier READ/atomic is outstanding (a WRITE placed early
+        // would change what it reads). A WRITE overlapping an earlier outstanding one is split
+        // too: the responder never lets an earlier packet overwrite bytes a later held packet
+        // placed (`Responder::write_ordered`), so the later WRITE's data wins as in order.
         let split = self.selective()
             && wqe.opcode == SendOpcode::RdmaWrite
-            && !self
-                .sq
-                .iter()
-                .any(|e| e.is_rd_atomic() || e.write_overlaps(&wqe, len));
+            && !self.sq.iter().any(|e| e.is_rd_atomic());
         let first_psn = self.tail_psn;
         let consumes_recv = matches!(
             wqe.opcode,

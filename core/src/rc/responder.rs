@@ -33,7 +33,7 @@ use heapless::Deque;
 
 use super::completion::{WcOpcode, WcStatus, WorkCompletion};
 use super::counters::RcCounters;
-use super::memory::{scatter, AccessKind, AtomicOp, MemoryAccess};
+use super::memory::{scatter, AccessKind, AtomicOp, MemError, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, emit_packet, Path};
 use super::psn_bits::PsnBits;
@@ -202,6 +202,9 @@ pub(crate) struct Responder<const RQ: usize> {
     held_since_sack: u32,
     /// Selective repeat: SACKs queued since ePSN last moved.
     sacks_at_epsn: u32,
+    /// Selective repeat: since ePSN last moved, a packet within the window arrived that could
+    /// not be held and a NAK without SACK block went out for it (see `out_of_order`).
+    unheld_nak_sent: bool,
 }
 
 /// Outcome of executing one in-sequence request.
@@ -258,6 +261,7 @@ impl<const RQ: usize> Responder<RQ> {
             recv_consumed: 0,
             held_since_sack: 0,
             sacks_at_epsn: 0,
+            unheld_nak_sent: false,
         }
     }
 
@@ -489,9 +493,14 @@ impl<const RQ: usize> Responder<RQ> {
             return Ok(());
         }
         ctr.out_of_sequence_requests += 1;
-        if d < SR_WINDOW && self.hold(hdr, payload, placement, d, mem) {
-            ctr.out_of_order_placed += 1;
-            self.held_since_sack += 1;
+        let mut unheld = false;
+        if d < SR_WINDOW {
+            if self.hold(hdr, payload, placement, d, mem) {
+                ctr.out_of_order_placed += 1;
+                self.held_since_sack += 1;
+            } else {
+                unheld = true;
+            }
         }
         let every = if self.sacks_at_epsn == 1 {
             DUP_THRESH
@@ -500,6 +509,19 @@ impl<const RQ: usize> Responder<RQ> {
         };
         if !self.nak_sent || self.held_since_sack >= every || hdr.bth.ack_req {
             self.push_sack();
+        }
+        if unheld && !self.unheld_nak_sent {
+            // Dropped a packet the requester sent after the hole: tell it at once (a NAK
+            // without SACK block, after the SACK), so it resends from the hole everything
+            // not held — go-back-N over what could not be kept — instead of waiting for the
+            // timer (nothing held beyond the hole would reveal the loss).
+            self.unheld_nak_sent = true;
+            let _ = self.out.push_back(Response::Ack {
+                psn: self.epsn,
+                syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                msn: self.msn,
+                sack: None,
+            });
         }
         Ok(())
     }
@@ -521,7 +543,7 @@ impl<const RQ: usize> Responder<RQ> {
         let op = hdr.bth.opcode;
         let span = match op {
             Opcode::RcRdmaWriteOnly => {
-                if !Self::place_write_only(self.mtu, hdr, payload, mem) {
+                if !self.place_write_only(hdr, payload, mem) {
                     return false;
                 }
                 1
@@ -597,6 +619,7 @@ impl<const RQ: usize> Responder<RQ> {
         let psn = hdr.bth.psn;
         self.nak_sent = false;
         self.sacks_at_epsn = 0;
+        self.unheld_nak_sent = false;
         let op = hdr.bth.opcode;
         let in_send = matches!(self.msg, Message::Send { .. });
         let in_write = matches!(self.msg, Message::Write { .. });
@@ -642,10 +665,11 @@ impl<const RQ: usize> Responder<RQ> {
     }
 
     /// Selective repeat: checks and places an out-of-order RDMA_WRITE_ONLY (no ImmDt) at its
-    /// RETH address. `false` (nothing written) when anything is wrong with it; it is then
-    /// handled like any lost packet and judged again when it arrives in sequence.
+    /// RETH address, under the ordering rule of [`Self::write_ordered`]. `false` (nothing
+    /// written) when anything is wrong with it; it is then handled like any lost packet and
+    /// judged again when it arrives in sequence.
     fn place_write_only<M: MemoryAccess + ?Sized>(
-        mtu: Mtu,
+        &self,
         hdr: &TransportRepr,
         payload: &[u8],
         mem: &mut M,
@@ -653,14 +677,81 @@ impl<const RQ: usize> Responder<RQ> {
         let Some(reth) = hdr.reth else {
             return false;
         };
-        if payload.len() > mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
+        if payload.len() > self.mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
             return false;
         }
         // The write checks key, range and access before copying anything.
         payload.is_empty()
-            || mem
-                .write(reth.rkey, reth.va, payload, AccessKind::RemoteWrite)
+            || self
+                .write_ordered(mem, hdr.bth.psn, reth.rkey, reth.va, payload)
                 .is_ok()
+    }
+
+    /// Writes the payload of the WRITE packet at `psn` to `(rkey, va)`, leaving out the bytes
+    /// that a *later* packet the responder holds (a placed RDMA_WRITE_ONLY with the same
+    /// R_Key) already wrote: in PSN order those bytes would have been overwritten by that
+    /// later packet, so memory ends as if every packet had been executed in order — an
+    /// earlier WRITE, or its resend, never undoes a later overlapping one. With nothing held
+    /// after `psn` (every loss-free packet) this is one `MemoryAccess::write`.
+    ///
+    /// # Errors
+    /// The [`MemError`] of the R_Key / range / access check of the whole range (made first
+    /// when a part is left out) or of a write.
+    fn write_ordered<M: MemoryAccess + ?Sized>(
+        &self,
+        mem: &mut M,
+        psn: Psn,
+        rkey: u32,
+        va: u64,
+        data: &[u8],
+    ) -> Result<(), MemError> {
+        let end = va.saturating_add(data.len() as u64);
+        if self.held.first_from(psn.add(1)).is_none() {
+            return mem.write(rkey, va, data, AccessKind::RemoteWrite);
+        }
+        // From byte `from`: how far later held packets cover it, and where the next one starts.
+        let later = |from: u64| -> (u64, u64) {
+            let (mut covered, mut next) = (from, end);
+            let mut at = self.held.first_from(psn.add(1));
+            while let Some(q) = at {
+                if let Some(h) = &self.held_pkts[(q.value() % SR_WINDOW) as usize] {
+                    match h.hdr.reth {
+                        Some(r)
+                            if h.hdr.bth.psn == q
+                                && h.hdr.bth.opcode == Opcode::RcRdmaWriteOnly
+                                && r.rkey == rkey =>
+                        {
+                            let (a0, a1) = (r.va, r.va.saturating_add(h.len as u64));
+                            if a0 <= from && from < a1 {
+                                covered = covered.max(a1);
+                            } else if a0 > from && a0 < next {
+                                next = a0;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                at = self.held.first_from(q.add(1));
+            }
+            (covered, next)
+        };
+        if later(va) == (va, end) {
+            return mem.write(rkey, va, data, AccessKind::RemoteWrite);
+        }
+        mem.check(rkey, va, data.len() as u64, AccessKind::RemoteWrite)?;
+        let mut from = va;
+        while from < end {
+            let (covered, next) = later(from);
+            if covered > from {
+                from = covered;
+                continue;
+            }
+            let off = (from - va) as usize;
+            let n = (next - from) as usize;
+            mem.write(rkey, from, &data[off..off + n], AccessKind::RemoteWrite)?;
+            from = next;
+        }
+        Ok(())
     }
 
     /// Selective repeat, after an in-sequence request: executes the held packets ePSN now
@@ -873,7 +964,7 @@ impl<const RQ: usize> Responder<RQ> {
             (va, rkey, remaining, total)
         };
         let written = match payload {
-            Data::Bytes(b) if !b.is_empty() => mem.write(rkey, va, b, AccessKind::RemoteWrite),
+            Data::Bytes(b) if !b.is_empty() => self.write_ordered(mem, psn, rkey, va, b),
             _ => Ok(()),
         };
         if written.is_err() {

@@ -106,7 +106,8 @@ pub struct BenchOptions {
     pub impair: Option<Impairment>,
     /// Loss recovery of the benchmark QPs. The client's choice travels in the hello; a server
     /// given `None` takes it, a server given another mode refuses the client.
-    /// Client default: go-back-N.
+    /// `None` on both ends: the mode `NEGOTIATED_RECOVERY` names (selective repeat; go-back-N
+    /// where either end's device speaks only that).
     pub recovery: Option<Recovery>,
     /// Print the QP and device counters of each end at the end (`key=value` lines, see
     /// [`crate::bench::counters`]).

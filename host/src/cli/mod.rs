@@ -226,9 +226,10 @@ pub struct BenchArgs {
     /// (Kept as text, checked by the parser, so the command enum stays small.)
     #[arg(long, value_parser = check_impair)]
     pub impair: Option<String>,
-    /// Loss recovery of the QPs: go-back-n (IBTA, interoperable; the default) or selective
-    /// (IRN-style selective repeat; both ends must be rdmesh). The client's choice is sent to
-    /// the server out of band.
+    /// Loss recovery of the QPs: go-back-n (IBTA, interoperable) or selective (IRN-style
+    /// selective repeat; both ends must be rdmesh). The client's choice is sent to the server
+    /// out of band; given on neither end, two rdmesh ends negotiate selective repeat
+    /// (go-back-n with perftest peers, --perftest-compat, or a go-back-N-only device).
     #[arg(long, value_enum)]
     pub recovery: Option<RecoveryArg>,
     /// Print each end's QP and device counters at the end (key=value lines).

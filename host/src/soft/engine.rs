@@ -15,7 +15,7 @@ use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::ident::{with_ident, IdentSolver};
-use crate::soft::impair::{ImpairCounters, Impairer};
+use crate::soft::impair::{Fate, ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::soft::rx_place::{self, Placed, PlacedMemory};
 use crate::soft::tx_batch::{
@@ -413,10 +413,9 @@ impl SoftDevice {
         };
         let socket: UdpSocket = sock.into();
         let info_name = info.name.clone();
-        let gso = config.gso
-            && !config.raw_receive
-            && config.impair.is_none()
-            && config.corrupt_tx_icrc.is_none();
+        // The impairment layer keeps GSO: the packets of a batch that pass it leave in GSO
+        // sends of consecutive survivors (`send_impaired`).
+        let gso = config.gso && !config.raw_receive && config.corrupt_tx_icrc.is_none();
         let dev = Arc::new(SoftDevice {
             info,
             local,
@@ -715,11 +714,9 @@ impl SoftDevice {
         let gso = self.gso.load(Ordering::Relaxed);
         let max_segments = if gso { udp_io::MAX_GSO_SEGMENTS } else { 1 };
         // Payload sent straight from the region (module `tx_spans`) where the packets need not
-        // be whole in the buffer: no impairment layer, capture or test fault between.
-        let gather = gso
-            && self.impair.is_none()
-            && self.capture.is_none()
-            && self.corrupt_tx_icrc.is_none();
+        // be whole in the buffer: no capture or test fault between (the impairment layer
+        // gathers its runs too: `send_gathered_impaired`).
+        let gather = gso && self.capture.is_none() && self.corrupt_tx_icrc.is_none();
         // ACKs of WRITEs wait for the coalescing bounds; others ("urgent") only until this QP
         // sends anything else or the driving thread blocks.
         let urgent = !coalesces_acks_of(*last_req_opcode);
@@ -852,6 +849,10 @@ impl SoftDevice {
         let Some(mr) = tx_spans::single_region(spans) else {
             return false;
         };
+        if let Some(imp) = &self.impair {
+            self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
+            return true;
+        }
         let region = mr.lock();
         for (i, (off, len)) in batch.packets().enumerate() {
             match tx_spans::icrc_of(&with_ident(ctx, i as u16), buf, off, len, spans, &region) {
@@ -867,7 +868,7 @@ impl SoftDevice {
         }
         self.tx_sequence
             .fetch_add(batch.count as u64, Ordering::Relaxed);
-        let sent = tx_spans::with_iovecs(buf, batch.used, spans, &region, |iov| {
+        let sent = tx_spans::with_iovecs(buf, 0..batch.used, spans, &region, |iov| {
             udp_io::send_vectored(&self.socket, iov, batch.seg, remote)
         });
         match sent {
@@ -884,9 +885,86 @@ impl SoftDevice {
         }
     }
 
+    /// [`Self::send_impaired`] for a batch whose payload `spans` hold in the one region `mr`:
+    /// each run of passing packets is sealed for its own GSO send (ICRC over the header in
+    /// `buf` and the payload in the region) and sent with one gathering `sendmsg`, as the
+    /// loss-free path sends a whole batch; an altered packet is copied together and sealed
+    /// alone (ID 0). A failed send is counted in `tx_errors` (the RC engine resends).
+    #[allow(clippy::too_many_arguments)]
+    fn send_gathered_impaired(
+        &self,
+        imp: &Mutex<Impairer>,
+        mr: &Arc<crate::verbs::mr::MrInner>,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        spans: &[Span],
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
+        let now = self.now().0;
+        let region = mr.lock();
+        let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        // The run of passing packets: (offset, length) of each.
+        let mut run: Vec<(usize, usize)> = Vec::with_capacity(batch.count);
+        let flush = |run: &mut Vec<(usize, usize)>, buf: &mut [u8]| {
+            let (Some(&(start, seg)), Some(&(last, last_len))) = (run.first(), run.last()) else {
+                return;
+            };
+            let mut sealed = true;
+            for (j, &(off, len)) in run.iter().enumerate() {
+                match tx_spans::icrc_of(&with_ident(ctx, j as u16), buf, off, len, spans, &region) {
+                    Ok(crc) => buf[off + len - 4..off + len]
+                        .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc)),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot seal a packet the RC engine produced");
+                        sealed = false;
+                    }
+                }
+            }
+            let count = run.len() as u64;
+            run.clear();
+            if !sealed {
+                return;
+            }
+            self.tx_sequence.fetch_add(count, Ordering::Relaxed);
+            let sent = tx_spans::with_iovecs(buf, start..last + last_len, spans, &region, |iov| {
+                udp_io::send_vectored(&self.socket, iov, seg, remote)
+            });
+            match sent {
+                Ok(()) => self.counters.tx_packets.fetch_add(count, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!(%remote, error = %e, "send failed; the retransmit timer recovers");
+                    self.counters.tx_errors.fetch_add(count, Ordering::Relaxed)
+                }
+            };
+        };
+        for (off, len) in batch.packets() {
+            match imp.decide() {
+                Fate::Pass => run.push((off, len)),
+                Fate::Drop => flush(&mut run, buf),
+                Fate::Alter(plan) => {
+                    flush(&mut run, buf);
+                    let mut pkt = Vec::with_capacity(len);
+                    tx_spans::with_iovecs(buf, off..off + len, spans, &region, |iov| {
+                        iov.iter().for_each(|p| pkt.extend_from_slice(p))
+                    });
+                    self.tx_sequence.fetch_add(1, Ordering::Relaxed);
+                    if with_ident(ctx, 0).seal(&mut pkt).is_ok() {
+                        imp.apply(plan, now, remote, &pkt, &mut out);
+                        for (dst, p) in out.drain(..) {
+                            self.send_now(&p, dst);
+                        }
+                    }
+                }
+            }
+        }
+        flush(&mut run, buf);
+    }
+
     /// Seals the packets of `batch` (segment `i` with IPv4 ID `i`, the ID the kernel writes)
-    /// and sends them in one GSO send, or one by one through the impairment layer. A kernel
-    /// that refuses GSO turns it off for the device, and the batch goes out one by one.
+    /// and sends them in one GSO send, or through the impairment layer (`send_impaired`). A
+    /// kernel that refuses GSO turns it off for the device, and the batch goes out one by one.
     fn send_batch(
         &self,
         qp: &QpShared,
@@ -895,6 +973,10 @@ impl SoftDevice {
         ctx: &rdmesh_core::wire::IcrcContext,
         remote: SocketAddr,
     ) {
+        if let Some(imp) = &self.impair {
+            self.send_impaired(imp, qp, buf, batch, ctx, remote);
+            return;
+        }
         if self.seal_batch(qp, buf, batch, ctx, remote) {
             self.send_sealed(buf, batch, ctx, remote);
         }
@@ -946,23 +1028,98 @@ impl SoftDevice {
         ctx: &rdmesh_core::wire::IcrcContext,
         remote: SocketAddr,
     ) -> bool {
-        for (i, (off, len)) in batch.packets().enumerate() {
-            let pkt = &mut buf[off..off + len];
-            if let Err(e) = with_ident(ctx, i as u16).seal(pkt) {
-                tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
-                return false;
-            }
-            let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
-            if self.corrupt_tx_icrc == Some(seq) {
-                pkt[len - 1] ^= 0xff;
-                bump(&self.counters.tx_icrc_corrupted);
-                tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
-            }
-            if let Some(cap) = &self.capture {
-                cap.record(self.local, remote, self.tos, i as u16, pkt);
-            }
+        batch.packets().enumerate().all(|(i, (off, len))| {
+            self.seal_one(qp, &mut buf[off..off + len], i as u16, ctx, remote)
+        })
+    }
+
+    /// Seals one packet (BTH .. pad ‖ room for the ICRC) for IPv4 ID `ident`, applies the ICRC
+    /// test fault and records it in the capture; `false` when it could not be sealed.
+    fn seal_one(
+        &self,
+        qp: &QpShared,
+        pkt: &mut [u8],
+        ident: u16,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) -> bool {
+        let len = pkt.len();
+        if let Err(e) = with_ident(ctx, ident).seal(pkt) {
+            tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+            return false;
+        }
+        let seq = self.tx_sequence.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.corrupt_tx_icrc == Some(seq) {
+            pkt[len - 1] ^= 0xff;
+            bump(&self.counters.tx_icrc_corrupted);
+            tracing::warn!(qpn = format_args!("{:#08x}", qp.qpn), %remote, packet = seq, "test fault: sending this packet with a corrupted ICRC");
+        }
+        if let Some(cap) = &self.capture {
+            cap.record(self.local, remote, self.tos, ident, pkt);
         }
         true
+    }
+
+    /// Sends the packets of `batch` (unsealed) through the impairment layer `imp`, keeping
+    /// GSO: each packet's fate is drawn first ([`Impairer::decide`]); every run of consecutive
+    /// packets that simply pass is sealed for one GSO send (segment `j` of the run with IPv4
+    /// ID `j`, the ID the kernel gives it) and sent as one; a packet the layer alters (copies,
+    /// flips a bit, holds) is sealed alone (ID 0) and handed to [`Impairer::apply`]. So a lossy
+    /// run takes the loss-free run's path, less the dropped packets.
+    fn send_impaired(
+        &self,
+        imp: &Mutex<Impairer>,
+        qp: &QpShared,
+        buf: &mut [u8],
+        batch: &TxBatch,
+        ctx: &rdmesh_core::wire::IcrcContext,
+        remote: SocketAddr,
+    ) {
+        let now = self.now().0;
+        let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        // The run of passing packets being gathered: its offset in `buf` and its packets.
+        let mut run = (0usize, TxBatch::new(udp_io::MAX_GSO_SEGMENTS));
+        let flush = |run: &mut (usize, TxBatch), buf: &mut [u8]| {
+            let (start, b) = (run.0, &mut run.1);
+            if b.count == 0 {
+                return;
+            }
+            let pkts = &mut buf[start..start + b.used];
+            let sealed = b.packets().enumerate().all(|(j, (off, len))| {
+                self.seal_one(qp, &mut pkts[off..off + len], j as u16, ctx, remote)
+            });
+            if sealed {
+                if b.count == 1 {
+                    self.send_now(pkts, remote);
+                } else {
+                    self.send_sealed(pkts, b, ctx, remote);
+                }
+            }
+            b.clear();
+        };
+        for (off, len) in batch.packets() {
+            match imp.decide() {
+                Fate::Pass => {
+                    if run.1.count == 0 {
+                        run.0 = off;
+                    }
+                    run.1.push(len);
+                }
+                Fate::Drop => flush(&mut run, buf),
+                Fate::Alter(plan) => {
+                    flush(&mut run, buf);
+                    let pkt = &mut buf[off..off + len];
+                    if self.seal_one(qp, pkt, 0, ctx, remote) {
+                        imp.apply(plan, now, remote, pkt, &mut out);
+                        for (dst, p) in out.drain(..) {
+                            self.send_now(&p, dst);
+                        }
+                    }
+                }
+            }
+        }
+        flush(&mut run, buf);
     }
 
     /// Sends the sealed packets of `batch`: one GSO send, or through the impairment layer.

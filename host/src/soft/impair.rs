@@ -190,6 +190,38 @@ pub struct ImpairCounters {
     pub ce_marked: u64,
 }
 
+/// The fate of one packet ([`Impairer::decide`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Dropped.
+    Drop,
+    /// Leaves now, unchanged and alone, right after the packet before it: it may share a GSO
+    /// send with its neighbours that pass too.
+    Pass,
+    /// Anything else (a copy, a flipped bit, held for reordering or delay, or a held packet
+    /// released right after it): seal it alone and hand it to [`Impairer::apply`].
+    Alter(Plan),
+}
+
+/// What happens to a packet that does not simply pass: one plan per copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// 1, or 2 when duplicated.
+    copies: usize,
+    each: [CopyPlan; 2],
+}
+
+/// What happens to one copy of a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct CopyPlan {
+    /// Random bits choosing the bit to flip (corruption).
+    flip: Option<u64>,
+    /// Held until the next packet leaves.
+    reorder: bool,
+    /// Held for the delay.
+    delay: bool,
+}
+
 /// A packet waiting in the impairment layer.
 #[derive(Debug)]
 struct Held {
@@ -238,7 +270,7 @@ impl Impairer {
     }
 
     /// Takes one sealed packet (ICRC included) for `dst` at `now_ns` and appends what must be
-    /// sent now, in order, to `out`.
+    /// sent now, in order, to `out` ([`Self::decide`], then [`Self::apply`] unless dropped).
     pub(crate) fn submit(
         &mut self,
         now_ns: u64,
@@ -246,9 +278,23 @@ impl Impairer {
         pkt: &[u8],
         out: &mut Vec<(SocketAddr, Vec<u8>)>,
     ) {
+        match self.decide() {
+            Fate::Drop => {}
+            Fate::Pass => out.push((dst, pkt.to_vec())),
+            Fate::Alter(plan) => self.apply(plan, now_ns, dst, pkt, out),
+        }
+    }
+
+    /// Draws the fate of the next packet before it is sealed (nothing in the decision depends
+    /// on its bytes), so that a sender can seal the packets that simply pass for the GSO send
+    /// they share (segment `i` of a send carries IPv4 ID `i`, which the ICRC covers) and the
+    /// others for a datagram of their own (ID 0). Counts drops; a [`Fate::Alter`] packet must
+    /// be handed to [`Self::apply`], which counts the rest. The draws are those `submit` always
+    /// made, in the same order, so a seed gives the same impairments either way.
+    pub(crate) fn decide(&mut self) -> Fate {
         if self.chance(self.cfg.loss) {
             self.counters.dropped += 1;
-            return;
+            return Fate::Drop;
         }
         let copies = if self.chance(self.cfg.dup) {
             self.counters.duplicated += 1;
@@ -256,10 +302,46 @@ impl Impairer {
         } else {
             1
         };
-        for _ in 0..copies {
+        let mut plan = Plan {
+            copies,
+            each: [CopyPlan::default(); 2],
+        };
+        let mut slot_taken = self.reorder_slot.is_some();
+        for cp in plan.each.iter_mut().take(copies) {
+            if self.chance(self.cfg.corrupt) {
+                cp.flip = Some(self.next_u64());
+            }
+            if !slot_taken && self.chance(self.cfg.reorder) {
+                cp.reorder = true;
+                slot_taken = true;
+            } else if self.cfg.delay_ns > 0 && self.chance(self.cfg.delay_prob) {
+                cp.delay = true;
+            } else {
+                // Leaves now, and a held packet right after it.
+                slot_taken = false;
+            }
+        }
+        let plain = copies == 1 && plan.each[0] == CopyPlan::default();
+        if plain && self.reorder_slot.is_none() {
+            Fate::Pass
+        } else {
+            Fate::Alter(plan)
+        }
+    }
+
+    /// Carries out `plan` ([`Self::decide`]) on the sealed packet `pkt` for `dst` at `now_ns`:
+    /// appends what must be sent now, in order, to `out`; holds what waits.
+    pub(crate) fn apply(
+        &mut self,
+        plan: Plan,
+        now_ns: u64,
+        dst: SocketAddr,
+        pkt: &[u8],
+        out: &mut Vec<(SocketAddr, Vec<u8>)>,
+    ) {
+        for cp in plan.each.iter().take(plan.copies) {
             let mut p = pkt.to_vec();
-            if self.chance(self.cfg.corrupt) && !p.is_empty() {
-                let r = self.next_u64();
+            if let Some(r) = cp.flip.filter(|_| !p.is_empty()) {
                 let mut at = (r % p.len() as u64) as usize;
                 if at == 4 {
                     // BTH byte 4 (resv8a) is masked out of the ICRC: flip the last byte.
@@ -270,7 +352,7 @@ impl Impairer {
             }
             // Reordering first: a held packet leaves right after the next packet that leaves,
             // whether that one leaves now or after its delay.
-            if self.reorder_slot.is_none() && self.chance(self.cfg.reorder) {
+            if cp.reorder {
                 self.counters.reordered += 1;
                 self.reorder_slot = Some(Held {
                     due_ns: now_ns + REORDER_MAX_HOLD_NS.max(2 * self.cfg.delay_ns),
@@ -279,7 +361,7 @@ impl Impairer {
                 });
                 continue;
             }
-            if self.cfg.delay_ns > 0 && self.chance(self.cfg.delay_prob) {
+            if cp.delay {
                 self.counters.delayed += 1;
                 self.delayed.push_back(Held {
                     due_ns: now_ns + self.cfg.delay_ns,
@@ -401,6 +483,45 @@ mod test {
         // 2000 expected; 5 sigma ≈ 212.
         assert!((1788..=2212).contains(&c.dropped), "{c:?}");
         assert_eq!(run().1, kept, "same seed, same decisions");
+    }
+
+    #[test]
+    fn only_packets_that_simply_pass_may_share_a_gso_send() {
+        // Loss only: every packet passes or is dropped, in the stream `submit` uses.
+        let cfg = Impairment {
+            loss: 0.3,
+            seed: 9,
+            ..Default::default()
+        };
+        let (mut a, mut b) = (Impairer::new(cfg), Impairer::new(cfg));
+        let mut out = Vec::new();
+        for i in 0..200u8 {
+            out.clear();
+            b.submit(0, addr(), &[i], &mut out);
+            match a.decide() {
+                Fate::Pass => assert_eq!(out.len(), 1, "packet {i}"),
+                Fate::Drop => assert!(out.is_empty(), "packet {i}"),
+                Fate::Alter(_) => panic!("loss alone never alters a packet"),
+            }
+        }
+        assert_eq!(a.counters, b.counters);
+        // A packet held for reordering: the next one must not join a GSO run (the held one
+        // leaves right after it), and `apply` sends both in that order.
+        let mut imp = Impairer::new(Impairment {
+            reorder: 1.0,
+            ..Default::default()
+        });
+        let Fate::Alter(first) = imp.decide() else {
+            panic!("held for reordering");
+        };
+        out.clear();
+        imp.apply(first, 0, addr(), &[1], &mut out);
+        assert!(out.is_empty());
+        let Fate::Alter(next) = imp.decide() else {
+            panic!("releases the held packet");
+        };
+        imp.apply(next, 5, addr(), &[2], &mut out);
+        assert_eq!(out.iter().map(|(_, p)| p[0]).collect::<Vec<_>>(), [2, 1]);
     }
 
     #[test]

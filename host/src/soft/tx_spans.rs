@@ -185,16 +185,16 @@ pub(crate) fn icrc_of(
     ctx.compute_parts(parts[0], &parts[1..n])
 }
 
-/// Calls `f` with the iovecs of `buf[..used]`, span bytes taken from `region`.
+/// Calls `f` with the iovecs of `buf[range]` (whole packets), span bytes taken from `region`.
 pub(crate) fn with_iovecs<R>(
     buf: &[u8],
-    used: usize,
+    range: std::ops::Range<usize>,
     spans: &[Span],
     region: &[u8],
     f: impl FnOnce(&[IoSlice<'_>]) -> R,
 ) -> R {
     let mut iov = Vec::with_capacity(2 * spans.len() + 2);
-    pieces(buf, 0..used, spans, region, |p| iov.push(IoSlice::new(p)));
+    pieces(buf, range, spans, region, |p| iov.push(IoSlice::new(p)));
     f(&iov)
 }
 
@@ -250,7 +250,7 @@ mod test {
         let guard = mr.lock();
         let c0 = icrc_of(&ctx, &buf, 0, 2016, &spans, &guard).unwrap();
         let c1 = icrc_of(&ctx, &buf, 2016, 1516, &spans, &guard).unwrap();
-        let gathered = with_iovecs(&buf, used, &spans, &guard, |iov| {
+        let gathered = with_iovecs(&buf, 0..used, &spans, &guard, |iov| {
             iov.iter()
                 .flat_map(|s| s.iter().copied())
                 .collect::<Vec<u8>>()

@@ -20,6 +20,9 @@ enum Kind {
     Send,
     SendImm,
     Write,
+    /// A plain WRITE into the responder's one shared region, at `Msg::at`: WRITEs overlap
+    /// (perftest's and NCCL's buffer reuse), so the later one's bytes must win.
+    WriteShared,
     WriteImm,
     Read,
     /// Compare-and-swap whose compare value matches the target (`true`) or not.
@@ -41,6 +44,8 @@ struct Msg {
     len: u32,
     /// Extra receive-buffer bytes for SENDs.
     slack: u32,
+    /// `Kind::WriteShared`: offset in the shared region.
+    at: u32,
     signaled: bool,
 }
 
@@ -67,6 +72,8 @@ fn msg() -> impl Strategy<Value = Msg> {
             Just(Kind::Send),
             Just(Kind::SendImm),
             Just(Kind::Write),
+            Just(Kind::WriteShared),
+            Just(Kind::WriteShared),
             Just(Kind::WriteImm),
             Just(Kind::Read),
             Just(Kind::CmpSwap(true)),
@@ -76,13 +83,15 @@ fn msg() -> impl Strategy<Value = Msg> {
         prop_oneof![3 => 0u32..8, 3 => 0u32..3000, 3 => 200u32..600, 1 => 16_000u32..40_000],
         0u32..40,
         proptest::bool::weighted(0.8),
+        0u32..6000,
     )
-        .prop_map(|(from_a, kind, len, slack, signaled)| Msg {
+        .prop_map(|(from_a, kind, len, slack, signaled, at)| Msg {
             from_a,
             kind,
             len: if kind.is_atomic() { 8 } else { len },
             slack,
             signaled,
+            at,
         })
 }
 
@@ -99,6 +108,11 @@ fn action() -> impl Strategy<Value = Action> {
 
 const SRC_KEY: u32 = 0x100;
 const DST_KEY: u32 = 0x200;
+/// R_Key of each side's shared WRITE target (`Kind::WriteShared`).
+const SHARED_KEY: u32 = 0x7000;
+const SHARED_ADDR: u64 = 0x4000_0000;
+/// Covers the largest message (40 000 bytes) at the largest offset.
+const SHARED_LEN: usize = 48 * 1024;
 
 fn addr(i: usize) -> u64 {
     (i as u64 + 1) << 20
@@ -145,6 +159,9 @@ impl Sim {
             p.b.enable_dcqcn(p.now, cfg, burst);
         }
         let mut recv_for = [Vec::new(), Vec::new()];
+        for mem in [&mut p.mem_a, &mut p.mem_b] {
+            mem.add(SHARED_KEY, SHARED_ADDR, SHARED_LEN, Access::ALL, |_| 0xee);
+        }
         for (i, m) in msgs.iter().enumerate() {
             if m.kind.is_atomic() {
                 // Result buffer at the requester, target (and slack) at the responder.
@@ -179,6 +196,9 @@ impl Sim {
                 Access::ALL,
                 pattern(i as u8),
             );
+            if matches!(m.kind, Kind::WriteShared) {
+                continue;
+            }
             let dst_len = (m.len + m.slack) as usize;
             dst.add(DST_KEY + i as u32, addr(i), dst_len, Access::ALL, |_| 0xee);
             if matches!(m.kind, Kind::Send | Kind::SendImm | Kind::WriteImm) {
@@ -214,7 +234,7 @@ impl Sim {
         let (op, local_key, remote_key) = match m.kind {
             Kind::Send => (SendOpcode::Send, SRC_KEY, 0),
             Kind::SendImm => (SendOpcode::SendWithImm, SRC_KEY, 0),
-            Kind::Write => (SendOpcode::RdmaWrite, SRC_KEY, DST_KEY),
+            Kind::Write | Kind::WriteShared => (SendOpcode::RdmaWrite, SRC_KEY, DST_KEY),
             Kind::WriteImm => (SendOpcode::RdmaWriteWithImm, SRC_KEY, DST_KEY),
             Kind::Read => (SendOpcode::RdmaRead, DST_KEY, SRC_KEY),
             Kind::CmpSwap(hit) => (
@@ -239,6 +259,10 @@ impl Sim {
             addr(i),
             remote_key + i32,
         );
+        if matches!(m.kind, Kind::WriteShared) {
+            w.remote_addr = SHARED_ADDR + m.at as u64;
+            w.rkey = SHARED_KEY;
+        }
         w.imm = 0x1000_0000 | i32;
         w.signaled = m.signaled;
         let qp = if m.from_a {
@@ -364,7 +388,7 @@ impl Sim {
                 .map(|(i, m)| {
                     let op = match m.kind {
                         Kind::Send | Kind::SendImm => WcOpcode::Send,
-                        Kind::Write | Kind::WriteImm => WcOpcode::RdmaWrite,
+                        Kind::Write | Kind::WriteShared | Kind::WriteImm => WcOpcode::RdmaWrite,
                         Kind::Read => WcOpcode::RdmaRead,
                         Kind::CmpSwap(_) => WcOpcode::CompSwap,
                         Kind::FetchAdd => WcOpcode::FetchAdd,
@@ -403,9 +427,34 @@ impl Sim {
                 .recv_completions(if on_a { Dir::AtoB } else { Dir::BtoA });
             prop_assert_eq!(got, want);
         }
+        // Shared targets: the WRITEs into each side's region applied in posting order (the
+        // later one's bytes win where they overlap), whatever order the packets came in.
+        for on_a in [true, false] {
+            let mut want = vec![0xeeu8; SHARED_LEN];
+            for (i, m) in self.msgs.iter().enumerate() {
+                if matches!(m.kind, Kind::WriteShared) && m.from_a != on_a {
+                    let at = m.at as usize;
+                    for (k, b) in want[at..at + m.len as usize].iter_mut().enumerate() {
+                        *b = pattern(i as u8)(k);
+                    }
+                }
+            }
+            let mem = if on_a { &self.p.mem_a } else { &self.p.mem_b };
+            let got = mem.bytes(SHARED_KEY, SHARED_ADDR, SHARED_LEN);
+            let bad = got.iter().zip(&want).position(|(g, w)| g != w);
+            prop_assert!(
+                bad.is_none(),
+                "shared WRITE target at {}: first wrong byte {:?}",
+                if on_a { "A" } else { "B" },
+                bad
+            );
+        }
         // Data: every destination byte equals the source and was written exactly once; the
         // slack after it was never written; sources were never written.
         for (i, m) in self.msgs.iter().enumerate() {
+            if matches!(m.kind, Kind::WriteShared) {
+                continue;
+            }
             if m.kind.is_atomic() {
                 let initial = self.atomic_initial(i);
                 let (req, resp) = if m.from_a {

@@ -284,7 +284,8 @@ fn sends_after_a_hole_are_placed_not_resent() {
 #[test]
 fn writes_are_split_only_when_early_placement_is_safe() {
     let mut p = pair(Recovery::Selective, 8192);
-    // 1: disjoint WRITE first → split. 2: WRITE overlapping 1 → not split.
+    // 1: disjoint WRITE first → split. 2: WRITE overlapping 1 → split too (the responder
+    // keeps the later bytes; see `overlapping_writes_keep_the_later_bytes_under_loss`).
     // 3: READ. 4: WRITE after the READ → not split.
     write(&mut p, 1, 0, 512);
     write(&mut p, 2, 256, 512);
@@ -311,8 +312,8 @@ fn writes_are_split_only_when_early_placement_is_safe() {
         [
             RcRdmaWriteOnly,
             RcRdmaWriteOnly,
-            RcRdmaWriteFirst,
-            RcRdmaWriteLast,
+            RcRdmaWriteOnly,
+            RcRdmaWriteOnly,
             RcRdmaReadRequest,
             RcRdmaWriteFirst,
             RcRdmaWriteLast
@@ -328,6 +329,76 @@ fn writes_are_split_only_when_early_placement_is_safe() {
     write(&mut g, 1, 0, 512);
     g.run();
     assert_eq!(g.count(Dir::AtoB, RcRdmaWriteFirst), 1);
+}
+
+/// Posts an RDMA WRITE (with immediate when `imm`) of `len` bytes from A's `src` offset to
+/// B's `dst` offset.
+fn write_from(p: &mut Pair, wr_id: u64, src: u64, dst: u64, len: u32, imm: bool) {
+    let op = if imm {
+        SendOpcode::RdmaWriteWithImm
+    } else {
+        SendOpcode::RdmaWrite
+    };
+    let mut w = send_wqe(
+        wr_id,
+        op,
+        &[sge(BASE_A + src, len, KEY_A)],
+        BASE_B + dst,
+        KEY_B,
+    );
+    w.imm = 0x5eed;
+    p.a.post_send(w).unwrap();
+}
+
+#[test]
+fn overlapping_writes_keep_the_later_bytes_under_loss() {
+    // WRITE 1 and WRITE 2 target the same 2560 bytes at B (perftest's and NCCL's buffer
+    // reuse) from different source bytes. Both go out split; packet 102 of WRITE 1 is lost
+    // and resent after WRITE 2's packet for the same bytes was placed: the resend must not
+    // overwrite it. Then packets 111.. of WRITE 2 are lost for a while, so WRITE 1's
+    // packets placed earlier are overwritten by WRITE 2's resends, as in order.
+    for lost in [&[102u32][..], &[102, 111, 112, 115]] {
+        let mut p = pair(Recovery::Selective, 5120);
+        write_from(&mut p, 1, 0, 0, 2560, false);
+        write_from(&mut p, 2, 2560, 0, 2560, false);
+        let t0 = p.now;
+        p.run_with(10_000, drop_first_ab(|psn| lost.contains(&psn)));
+        assert_eq!(p.send_completions(Dir::AtoB).len(), 2);
+        assert_eq!(
+            p.mem_b.bytes(KEY_B, BASE_B, 2560),
+            p.mem_a.bytes(KEY_A, BASE_A + 2560, 2560),
+            "the later WRITE's bytes, lost {lost:?}"
+        );
+        let a = p.a.counters();
+        assert_eq!(a.timeouts, 0, "{lost:?}");
+        assert_eq!(a.retransmitted_packets, lost.len() as u64, "{lost:?}");
+        assert_eq!(p.now, t0);
+    }
+}
+
+#[test]
+fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
+    // A WRITE with immediate is not split: its MIDDLE packets carry no address, and those
+    // after a lost packet cannot be held. The responder says so with a NAK without SACK,
+    // and the requester resends from the hole at once (go-back-N over what was not kept),
+    // where it used to wait for the retransmit timer.
+    let mut p = pair(Recovery::Selective, 2560);
+    p.b.post_recv(recv_wqe(9, &[])).unwrap();
+    write_from(&mut p, 1, 0, 0, 2560, true);
+    let t0 = p.now;
+    p.run_with(10_000, drop_first_ab(|psn| psn == 102));
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+    );
+    assert_eq!(p.recv_completions(Dir::BtoA).len(), 1);
+    assert_delivered_once(&p, 2560);
+    let (a, b) = (p.a.counters(), p.b.counters());
+    assert_eq!(a.timeouts, 0);
+    assert_eq!(p.now, t0);
+    assert_eq!(b.out_of_order_placed, 0);
+    // 102 and the 7 packets dropped behind it, each once.
+    assert_eq!(a.retransmitted_packets, 8);
 }
 
 #[test]
