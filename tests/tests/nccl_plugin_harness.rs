@@ -231,6 +231,32 @@ fn scenarios_on_the_device_model() {
     }
 }
 
+/// Progress shards and lanes, as on a GPU host (the CI machine's default is one progress thread
+/// and one lane): NCCL's calls only hand work to the shards, each connection is two lanes on
+/// different shards over their own soft devices, maxRecvs is 1.
+#[test]
+fn scenarios_with_progress_shards_and_lanes() {
+    let env = [("RDMESH_PROGRESS_THREADS", "3"), ("RDMESH_LANES", "2")];
+    if let Some(out) = scenario_full("props", "12", 120, Some(RANK_ENV), &env) {
+        assert!(
+            out.contains("maxRecvs=1 "),
+            "maxRecvs is 1 with lanes:\n{out}"
+        );
+    }
+    for name in [
+        "sizes",
+        "smaller",
+        "grouped",
+        "inflight",
+        "threads",
+        "close_inflight",
+        "oversize",
+        "ring",
+    ] {
+        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
+    }
+}
+
 #[test]
 fn two_communicators_and_per_communicator_finalize() {
     scenario("multi_ctx", ALL, 300);
