@@ -247,7 +247,8 @@ impl ConnShared {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn close(&self, why: &str) {
+    /// Closes this connection end: CLOSE goes to the peer (flushed by the progress thread).
+    pub(crate) fn close(&self, why: &str) {
         let mut c = self.lock();
         if c.closing.is_some() {
             return;

@@ -51,6 +51,7 @@ pub mod error;
 pub mod frame;
 pub mod handle;
 pub mod handshake;
+mod lane_groups;
 pub mod messages;
 pub mod nic;
 pub mod node;

@@ -15,6 +15,7 @@ use crate::mesh::counters::NicCountersSnapshot;
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::handle::{Handle, NodeInfo};
 use crate::mesh::handshake::{self, client_hop, HopRequest};
+use crate::mesh::lane_groups::LaneGroups;
 use crate::mesh::messages::{Lane, RequestKind, MAX_LANES, MAX_TOPOLOGY};
 use crate::mesh::nic::{nics_from_topology, Nic, NicSpec};
 use crate::mesh::progress::Progress;
@@ -29,38 +30,46 @@ const MAX_HANDSHAKES: usize = 64;
 const MAX_KNOWN: usize = 1024;
 
 /// What a listener accepted: complete connections, and lanes waiting for the rest of their
-/// connection ([`Lane`]).
-#[derive(Default)]
+/// connection ([`Lane`], [`LaneGroups`]).
 pub(crate) struct Accepted {
     ready: VecDeque<RecvComm>,
-    partial: HashMap<u64, Vec<Option<Arc<ConnShared>>>>,
+    groups: LaneGroups<Arc<ConnShared>>,
+    /// How long a lane waits for the rest of its connection: twice the handshake timeout.
+    max_wait: Duration,
 }
 
 impl Accepted {
+    fn new(handshake_timeout: Duration) -> Accepted {
+        Accepted {
+            ready: VecDeque::new(),
+            groups: LaneGroups::default(),
+            max_wait: handshake_timeout * 2,
+        }
+    }
+
     /// Adds the accepted lane `lane` of a connection; the connection is ready once all its
-    /// lanes are.
+    /// lanes are. Lanes whose connection never completed in time are closed.
     pub(crate) fn add_lane(&mut self, lane: Lane, conn: Arc<ConnShared>) {
-        if lane.count <= 1 {
-            self.ready.push_back(RecvComm::new(vec![conn]));
-            return;
+        let now = Instant::now();
+        self.expire(now);
+        let (done, stray) = self.groups.add(lane, conn, now);
+        if let Some(c) = stray {
+            c.close("a second lane with the same index arrived");
         }
-        let slots = self
-            .partial
-            .entry(lane.group)
-            .or_insert_with(|| vec![None; usize::from(lane.count)]);
-        if let Some(s) = slots.get_mut(usize::from(lane.index)) {
-            *s = Some(conn);
-        }
-        if slots.iter().all(Option::is_some) {
-            let lanes = self
-                .partial
-                .remove(&lane.group)
-                .unwrap_or_default()
-                .into_iter()
-                .flatten()
-                .collect();
+        if let Some(lanes) = done {
             self.ready.push_back(RecvComm::new(lanes));
         }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for c in self.groups.expire(now, self.max_wait) {
+            c.close("the other lanes of this connection never arrived");
+        }
+    }
+
+    fn pop(&mut self) -> Option<RecvComm> {
+        self.expire(Instant::now());
+        self.ready.pop_front()
     }
 }
 
@@ -417,7 +426,9 @@ impl MeshNode {
     pub fn listen(&self) -> Result<Listener> {
         let id = self.inner.next_listen.fetch_add(1, Ordering::Relaxed);
         let handle = Handle::new(self.inner.info(), id)?;
-        let queue: AcceptQueue = Arc::new(Mutex::new(Accepted::default()));
+        let queue: AcceptQueue = Arc::new(Mutex::new(Accepted::new(
+            self.inner.config.handshake_timeout,
+        )));
         self.inner
             .listeners
             .lock()
@@ -678,12 +689,7 @@ impl Listener {
     /// Errors: none today (a failed incoming handshake is the connecting side's error); the
     /// `Result` keeps NCCL's shape.
     pub fn accept(&self) -> Result<Option<RecvComm>> {
-        Ok(self
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .ready
-            .pop_front())
+        Ok(self.queue.lock().unwrap_or_else(|p| p.into_inner()).pop())
     }
 
     /// Calls [`Listener::accept`] until a connection arrives or `timeout` passes.

@@ -406,15 +406,19 @@ fn sharded_progress_moves_connections_on_their_shards() {
     };
     let a = node_with(vec![nic("soft_a", "127.0.31.1/24", 10.0)], sharded);
     let b = node_with(vec![nic("soft_b", "127.0.31.2/24", 10.0)], sharded);
-    // three shards per node, each with its own soft device (UDP socket) on the NIC
-    let names = thread_names();
+    // three shards per node, each with its own soft device (UDP socket) on the NIC; a thread
+    // names itself once it runs, so wait for the names
     for i in 1..3 {
-        assert!(
-            names
-                .iter()
-                .any(|n| n.starts_with(&format!("rdmesh-mesh/{i} "))),
-            "no progress shard {i} among {names:?}"
-        );
+        let want = format!("rdmesh-mesh/{i} ");
+        let start = Instant::now();
+        while !thread_names().iter().any(|n| n.starts_with(&want)) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no progress shard {i} among {:?}",
+                thread_names()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     let pairs: Vec<_> = (0..4).map(|_| connect(&a, &b)).collect();
     // every connection at once, from threads other than the shards', both directions mixed
