@@ -18,28 +18,31 @@ mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 last() { tail -n "$1" | tee -a "$OUT/summary.txt"; }
 log "$(date -u) $(nproc) CPUs, $(uname -r), $BIN"
-for run in 1 2 3; do
+# refs BIN TAG PIN...: bandwidth against TCP (1 MiB, 64 KiB), then 8-byte WRITE and SEND latency
+# against the UDP ping-pong for each PIN (a --cpus list, or "none" for unpinned).
+refs() {
+  local bin=$1 tag=$2 s op pin
+  shift 2
   for s in 1M 64K; do
-    log "run $run: write -s $s -D 4 --compare-tcp"
-    "$BIN" bench write --loopback -s "$s" -D 4 --compare-tcp 2>&1 | last 1
+    log "run $run: ${tag}write -s $s -D 4 --compare-tcp"
+    "$bin" bench write --loopback -s "$s" -D 4 --compare-tcp 2>&1 | last 1
   done
   for op in write send; do
-    log "run $run: $op --lat -s 8 --cpus 0 --compare-udp"
-    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0 --compare-udp 2>&1 | last 1
-    log "run $run: $op --lat -s 8 --cpus 0,1 --compare-udp"
-    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0,1 --compare-udp 2>&1 | last 1
-    log "run $run: $op --lat -s 8 --compare-udp (unpinned)"
-    "$BIN" bench "$op" --loopback --lat -s 8 -n 20000 --compare-udp 2>&1 | last 1
+    for pin in "$@"; do
+      if [ "$pin" = none ]; then
+        log "run $run: ${tag}$op --lat -s 8 --compare-udp (unpinned)"
+        "$bin" bench "$op" --loopback --lat -s 8 -n 20000 --compare-udp 2>&1 | last 1
+      else
+        log "run $run: ${tag}$op --lat -s 8 --cpus $pin --compare-udp"
+        "$bin" bench "$op" --loopback --lat -s 8 -n 20000 --cpus "$pin" --compare-udp 2>&1 | last 1
+      fi
+    done
   done
+}
+for run in 1 2 3; do
+  refs "$BIN" "" 0 0,1 none
   if [ -n "${OLD:-}" ] && [ -n "${OLD_REFS:-}" ]; then
-    for s in 1M 64K; do
-      log "run $run: OLD write -s $s -D 4 --compare-tcp"
-      "$OLD" bench write --loopback -s "$s" -D 4 --compare-tcp 2>&1 | last 1
-    done
-    for op in write send; do
-      log "run $run: OLD $op --lat -s 8 --cpus 0 --compare-udp"
-      "$OLD" bench "$op" --loopback --lat -s 8 -n 20000 --cpus 0 --compare-udp 2>&1 | last 1
-    done
+    refs "$OLD" "OLD " 0
   elif [ -n "${OLD:-}" ]; then
     for s in 1M 64K; do
       log "run $run: OLD write -s $s -D 4"

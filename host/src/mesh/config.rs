@@ -87,7 +87,7 @@ impl Default for MeshConfig {
             tcp_port: 0,
             udp_port: 0,
             progress_threads: default_progress_threads(),
-            lanes: (default_progress_threads() / 4).max(1),
+            lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
             timing: QpTiming {
                 timeout: 16,
@@ -107,6 +107,12 @@ fn default_progress_threads() -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get() / 4)
         .clamp(1, 8)
+}
+
+/// One lane per four progress threads, at least one: every connection's lanes on shards of
+/// their own while NCCL's channels (usually 2 per peer, both directions) share the rest.
+fn default_lanes(progress_threads: usize) -> usize {
+    (progress_threads / 4).max(1)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -164,7 +170,7 @@ impl MeshConfig {
             "a number of threads, 1..=16",
         )? {
             c.progress_threads = n;
-            c.lanes = (n / 4).max(1);
+            c.lanes = default_lanes(n);
         }
         if let Some(n) = parse::<usize>("RDMESH_LANES", |v| (1..=8).contains(v), "1..=8")? {
             c.lanes = n;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::framing::FramedStream;
 use crate::mesh::auth::{self, LABEL_ACCEPT, LABEL_CLIENT, LABEL_SERVER, MAC_LEN, NONCE_LEN};
-use crate::mesh::comm::{ConnShared, Driver, Route, RouteLink};
+use crate::mesh::comm::{Route, RouteLink};
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{text_frame, FrameKind};
 use crate::mesh::handle::NodeInfo;
@@ -499,16 +499,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
             };
             let route = route_of(&req.origin, via, &rails);
             let label = peer_label(&req.origin, &route);
-            let conn = ConnShared::new(
-                RailSet::new(rails),
-                route,
-                label,
-                node.config.max_requests,
-                node.config.stripe_min,
-                node.config.keepalive,
-                Driver::new(&node.progress, shard),
-            );
-            node.progress.add_to(shard, conn.clone());
+            let conn = node.start_conn(rails, route, label, shard);
             queue
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

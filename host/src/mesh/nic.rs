@@ -162,10 +162,6 @@ pub struct Nic {
     pub index: usize,
     /// What it is.
     pub spec: NicSpec,
-    /// The soft RoCEv2 device bound to its address (shard 0).
-    pub device: Device,
-    /// The protection domain of `device`.
-    pub pd: ProtectionDomain,
     /// Every shard's device and PD, shard 0 first (one entry unless the node has several
     /// progress threads and the devices use ephemeral UDP ports).
     shards: Vec<(Device, ProtectionDomain)>,
@@ -213,8 +209,6 @@ impl Nic {
         Ok(Nic {
             index,
             spec,
-            device: opened[0].0.clone(),
-            pd: opened[0].1.clone(),
             shards: opened,
             counters: Arc::new(NicCounters::default()),
         })
@@ -226,6 +220,12 @@ impl Nic {
         (d, pd)
     }
 
+    /// The device of shard 0: the NIC's port as the other shards' devices see it too (same
+    /// address, MTU and provider).
+    pub fn device(&self) -> &Device {
+        &self.shards[0].0
+    }
+
     /// Every device of the NIC (one per shard).
     pub fn devices(&self) -> impl Iterator<Item = &Device> {
         self.shards.iter().map(|(d, _)| d)
@@ -233,14 +233,14 @@ impl Nic {
 
     /// The largest path MTU the NIC's netdev allows, bytes.
     pub fn active_mtu(&self) -> u32 {
-        self.device.info().active_mtu().bytes()
+        self.device().info().active_mtu().bytes()
     }
 
     /// The largest path MTU this end can use on any route, bytes: a soft device sends what the
     /// route allows (4096, IBTA's maximum; each end caps it by its route in
     /// [`path_mtu`](Self::path_mtu)); a hardware port what its netdev allows.
     pub fn max_mtu(&self) -> u32 {
-        if self.device.provider() == "soft" {
+        if self.device().provider() == "soft" {
             crate::verbs::Mtu::Mtu4096.bytes()
         } else {
             self.active_mtu()
@@ -251,7 +251,7 @@ impl Nic {
     /// MTU (two ranks on one host reach each other through `lo` whatever netdev their addresses
     /// are on), else — or when the route cannot be read — the netdev's.
     pub fn path_mtu(&self, peer: std::net::IpAddr) -> (u32, String) {
-        if self.device.provider() == "soft" {
+        if self.device().provider() == "soft" {
             if let Some((mtu, route)) = crate::soft::path_mtu::ib_path_mtu(self.spec.addr.ip, peer)
             {
                 return (mtu.bytes(), format!("route MTU {route}"));
@@ -259,7 +259,11 @@ impl Nic {
         }
         (
             self.active_mtu(),
-            format!("{} MTU {}", self.spec.netdev, self.device.info().netdev_mtu),
+            format!(
+                "{} MTU {}",
+                self.spec.netdev,
+                self.device().info().netdev_mtu
+            ),
         )
     }
 }

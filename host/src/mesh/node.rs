@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::mesh::comm::{ConnShared, Driver, RecvComm, SendComm};
+use crate::mesh::comm::{ConnShared, Driver, RecvComm, Route, SendComm};
 use crate::mesh::config::MeshConfig;
 use crate::mesh::counters::NicCountersSnapshot;
 use crate::mesh::error::{MeshError, Result};
@@ -19,7 +19,7 @@ use crate::mesh::lane_groups::LaneGroups;
 use crate::mesh::messages::{Lane, RequestKind, MAX_LANES, MAX_TOPOLOGY};
 use crate::mesh::nic::{nics_from_topology, Nic, NicSpec};
 use crate::mesh::progress::Progress;
-use crate::mesh::rail::RailParams;
+use crate::mesh::rail::{Rail, RailParams};
 use crate::mesh::railset::RailSet;
 use crate::mesh::route::{direct_rails, shortest_path};
 use crate::topo::Topology;
@@ -97,6 +97,28 @@ impl Drop for NodeInner {
 }
 
 impl NodeInner {
+    /// A connection end over `rails` on progress shard `shard`, with this node's settings,
+    /// handed to that shard.
+    pub(crate) fn start_conn(
+        self: &Arc<Self>,
+        rails: Vec<Rail>,
+        route: Route,
+        label: String,
+        shard: usize,
+    ) -> Arc<ConnShared> {
+        let conn = ConnShared::new(
+            RailSet::new(rails),
+            route,
+            label,
+            self.config.max_requests,
+            self.config.stripe_min,
+            self.config.keepalive,
+            Driver::new(&self.progress, shard),
+        );
+        self.progress.add_to(shard, conn.clone());
+        conn
+    }
+
     /// This node's description.
     pub(crate) fn info(&self) -> NodeInfo {
         NodeInfo {
@@ -570,17 +592,7 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
         if index == 0 {
             tracing::info!(peer = %label, route = %r, lanes, "mesh connection up");
         }
-        let conn = ConnShared::new(
-            RailSet::new(hop.rails),
-            r,
-            label,
-            node.config.max_requests,
-            node.config.stripe_min,
-            node.config.keepalive,
-            Driver::new(&node.progress, shard),
-        );
-        node.progress.add_to(shard, conn.clone());
-        conns.push(conn);
+        conns.push(node.start_conn(hop.rails, r, label, shard));
     }
     Ok(SendComm::new(conns))
 }

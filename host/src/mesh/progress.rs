@@ -104,11 +104,6 @@ impl Progress {
         self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len()
     }
 
-    /// Adds an item to shard 0.
-    pub fn add(&self, item: Arc<dyn Pump>) {
-        self.add_to(0, item);
-    }
-
     /// Adds an item to shard `shard` (modulo the number of shards) and wakes it.
     pub fn add_to(&self, shard: usize, item: Arc<dyn Pump>) {
         let s = &self.shards[shard % self.shards.len()];
@@ -209,7 +204,7 @@ mod test {
     fn pumps_until_finished_then_drops() {
         let p = Progress::start("test-progress".into(), 1).unwrap();
         let c = Arc::new(Count(AtomicU32::new(0), 100));
-        p.add(c.clone());
+        p.add_to(0, c.clone());
         let t = std::time::Instant::now();
         while !p.is_empty() {
             assert!(t.elapsed() < Duration::from_secs(5));
