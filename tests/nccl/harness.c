@@ -67,6 +67,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1720,6 +1723,142 @@ static void sc_reload(void)
 	}
 }
 
+/* Median of n doubles (sorts them). */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A TCP ping-pong between the two rank processes over 127.0.0.1, TCP_NODELAY, HX_SIZE bytes
+ * each way, busy-polling non-blocking recv as NCCL's Socket transport's proxy does: the
+ * reference the plugin's ping-pong is compared with. Returns the median half round trip, us. */
+static double tcp_pingpong(size_t size, int iters, int warm, unsigned char *buf, double *rtt)
+{
+	int fd, one = 1;
+	if (g_rank == 0) {
+		int lfd = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t al = sizeof a;
+		CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 1) == 0 &&
+			      getsockname(lfd, (struct sockaddr *)&a, &al) == 0,
+		      "latency: TCP listen: %s", strerror(errno));
+		oob_send(1, &a.sin_port, sizeof a.sin_port);
+		fd = accept(lfd, NULL, NULL);
+		CHECK(fd >= 0, "latency: TCP accept: %s", strerror(errno));
+		close(lfd);
+	} else {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		oob_recv(0, &a.sin_port, sizeof a.sin_port);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0,
+		      "latency: TCP connect: %s", strerror(errno));
+	}
+	CHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0,
+	      "latency: TCP_NODELAY: %s", strerror(errno));
+	for (int i = 0; i < warm + iters; i++) {
+		double t0 = now_s();
+		for (int turn = 0; turn < 2; turn++) {
+			if ((turn == 0) == (g_rank == 0)) {
+				for (size_t o = 0; o < size;) {
+					ssize_t n = send(fd, buf + o, size - o, MSG_NOSIGNAL);
+					CHECK(n > 0 || errno == EINTR || errno == EAGAIN,
+					      "latency: TCP send: %s", strerror(errno));
+					o += n > 0 ? (size_t)n : 0;
+				}
+			} else {
+				for (size_t o = 0; o < size;) {
+					ssize_t n = recv(fd, buf + o, size - o, MSG_DONTWAIT);
+					CHECK(n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)),
+					      "latency: TCP recv: %s", n == 0 ? "peer closed" : strerror(errno));
+					o += n > 0 ? (size_t)n : 0;
+				}
+			}
+		}
+		if (i >= warm)
+			rtt[i - warm] = (now_s() - t0) * 1e6 / 2;
+	}
+	close(fd);
+	return median(rtt, iters);
+}
+
+/* A ping-pong of HX_SIZE bytes (default 8192) through the plugin, HX_ITERS round trips
+ * (default 5000, after 500 unmeasured), one connection each way; every receive is posted
+ * before the peer's send can arrive (NCCL's proxy posts receives ahead), the bytes are checked
+ * on every turn. Prints the median half round trip beside a TCP ping-pong of the same size
+ * between the same two processes (the NET/Socket-shaped reference) and their ratio. */
+static void sc_latency(void)
+{
+	size_t size = (size_t)env_num("HX_SIZE", 8192);
+	int iters = (int)env_num("HX_ITERS", 5000), warm = iters / 10;
+	CHECK(size >= 16 && iters >= 1, "HX_SIZE >= 16, HX_ITERS >= 1");
+	void *ctx = net_setup(0xa00, 0);
+	int peer = 1 - g_rank;
+	link_t l;
+	link_open(&l, ctx, 0, peer, peer, size);
+	double *rtt = calloc((size_t)iters, sizeof *rtt);
+	CHECK(rtt != NULL, "out of memory");
+	barrier();
+	hreq rr, sr;
+	memset(&sr, 0, sizeof sr);
+	sr.done = 1;
+	int tag = peer;
+	void *dp = l.rbuf;
+	size_t posted = size;
+	post_recv(&rr, l.rc, 1, &dp, &posted, &tag, &l.rmh, 0, 0, "latency recv");
+	for (int i = 0; i < warm + iters; i++) {
+		double t0 = now_s();
+		for (int turn = 0; turn < 2; turn++) {
+			if ((turn == 0) == (g_rank == 0)) {
+				uint64_t v = (uint64_t)i << 1 | (uint64_t)g_rank;
+				memcpy(l.sbuf, &v, 8);
+				memcpy(l.sbuf + size - 8, &v, 8);
+				while (!sr.done && !test_once(&sr))
+					;
+				post_send(&sr, l.sc, l.sbuf, size, g_rank, l.smh, "latency send");
+			} else {
+				/* the send completes whenever its acknowledgement comes; the receive is
+				 * what the peer waits for */
+				while (!rr.done && !test_once(&rr))
+					if (!sr.done)
+						test_once(&sr);
+				uint64_t a, b, want = (uint64_t)i << 1 | (uint64_t)peer;
+				memcpy(&a, l.rbuf, 8);
+				memcpy(&b, l.rbuf + size - 8, 8);
+				CHECK(rr.sizes[0] == (int)size && a == want && b == want,
+				      "latency: turn %d: size %d, marks %llx/%llx, expected %llx", i,
+				      rr.sizes[0], (unsigned long long)a, (unsigned long long)b,
+				      (unsigned long long)want);
+				if (i + 1 < warm + iters)
+					post_recv(&rr, l.rc, 1, &dp, &posted, &tag, &l.rmh, 0, 0,
+						  "latency recv");
+			}
+		}
+		if (i >= warm)
+			rtt[i - warm] = (now_s() - t0) * 1e6 / 2;
+	}
+	while (!sr.done && !test_once(&sr))
+		;
+	double mine = median(rtt, iters);
+	barrier();
+	double tcp = tcp_pingpong(size, iters, warm, l.sbuf, rtt);
+	say("%zu-byte ping-pong, %d round trips: plugin %.2f us, TCP %.2f us half round trip "
+	    "(medians): %.2fx",
+	    size, iters, mine, tcp, mine / tcp);
+	free(rtt);
+	barrier();
+	link_close(&l);
+	net_finalize(ctx);
+}
+
 /* ---------- driver ---------- */
 
 /* NCCL's proxy shape for throughput: HX_CHANNELS connections each way (NCCL's channels), every
@@ -1846,8 +1985,9 @@ static const struct scenario scenarios[] = {
     /* NCCL >= 2.28 dlcloses after the last finalize; v8-v10 have no finalize, and the NCCLs
      * that load them never dlclose */
     {"reload", 2, sc_reload, 11},
-    /* a benchmark, not run by the tests */
+    /* benchmarks, not run by the tests */
     {"bandwidth", 2, sc_bandwidth, 8},
+    {"latency", 2, sc_latency, 8},
 };
 
 /* HX_RANK_ENV: NAME=VALUE with "%r" -> rank + 1, set before the plugin is loaded. */

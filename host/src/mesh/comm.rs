@@ -107,15 +107,29 @@ pub(crate) struct Conn {
     tagged: Tagged,
     closing: Option<Instant>,
     keepalive: Duration,
+    /// Rails up when the striping weights were last handed to `tagged` (rails only go down, so
+    /// a change of the count is a change of the set); `usize::MAX` before the first time.
+    live_seen: usize,
+    /// Progress rounds so far (what paces the keepalive check).
+    rounds: u32,
 }
 
 impl Conn {
-    fn live_weights(&self) -> Vec<(usize, f64)> {
-        self.rails
+    /// Hands the rails that work now and their weights to `tagged` when they changed (not on
+    /// every progress round: that would allocate twice per poll).
+    fn update_live_rails(&mut self) {
+        let up = self.rails.rails().iter().filter(|r| r.is_up()).count();
+        if up == self.live_seen {
+            return;
+        }
+        self.live_seen = up;
+        let live = self
+            .rails
             .live()
             .into_iter()
             .map(|i| (i, self.rails.rails()[i].gbps()))
-            .collect()
+            .collect();
+        self.tagged.set_live_rails(live);
     }
 
     fn flush_outbox(&mut self) -> bool {
@@ -133,7 +147,7 @@ impl Conn {
         for t in self.rails.take_done() {
             self.tagged.on_sent(t);
         }
-        self.tagged.set_live_rails(self.live_weights());
+        self.update_live_rails();
         let tagged = &mut self.tagged;
         any |= self.rails.poll_frames(|_, bytes| {
             tagged.on_frame(bytes);
@@ -149,7 +163,9 @@ impl Conn {
                 self.tagged.on_sent(t);
             }
         }
-        if self.tagged.waiting() || self.rails.has_queued() {
+        // The keepalive's idle bound is milliseconds: look at the clock every 64th round.
+        self.rounds = self.rounds.wrapping_add(1);
+        if self.rounds % 64 == 0 && (self.tagged.waiting() || self.rails.has_queued()) {
             self.rails.keepalive(self.keepalive);
         }
         any
@@ -204,6 +220,8 @@ impl ConnShared {
                 tagged: Tagged::new(peer_label, max_requests, stripe_min),
                 closing: None,
                 keepalive,
+                live_seen: usize::MAX,
+                rounds: 0,
             }),
             route,
             driver,
@@ -389,8 +407,7 @@ impl SendComm {
     ) -> Result<Option<SendRequest>> {
         let posted = self.lanes.post(|shared| {
             let mut c = shared.lock();
-            let lw = c.live_weights();
-            c.tagged.set_live_rails(lw);
+            c.update_live_rails();
             let id = c.tagged.isend(buf, offset, len, tag)?;
             shared.advance(&mut c);
             Ok(id)

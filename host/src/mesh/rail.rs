@@ -6,7 +6,8 @@
 //! WRITE. Flow control is by credits: an end may have at most as many SENDs outstanding as the
 //! peer has receive slots, minus the slots the peer has not re-posted yet. The peer reports how
 //! many slots it has re-posted so far (a counter, big-endian u64) by RDMA WRITE into the credit
-//! word, so credits never consume a receive WQE and never deadlock. The receiver-not-ready
+//! word, so credits never consume a receive WQE and never deadlock; it writes once a quarter of
+//! its slots were re-posted since the last report (`Rail::credit_batch`), not per frame. The receiver-not-ready
 //! retry (`rnr_retry` 7) stays as a backstop.
 //!
 //! A failed work completion (no ACK after `retry_cnt` retries: link down, peer gone) fails the
@@ -768,13 +769,19 @@ impl Rail {
             }
         }
         if any {
-            self.last_activity = Instant::now();
+            let now = Instant::now();
+            self.last_activity = now;
+            // Retransmissions and timeouts show as completions, so sampling when something
+            // completed misses none (and an idle poll reads no clock).
+            if now.duration_since(self.reported_transport.2) >= TRANSPORT_SAMPLE {
+                self.sample_transport();
+            }
         }
-        if self.is_up() && !self.write_in_flight && self.freed > self.reported {
+        if self.is_up()
+            && !self.write_in_flight
+            && self.freed - self.reported >= self.credit_batch()
+        {
             self.write_credits();
-        }
-        if self.reported_transport.2.elapsed() >= TRANSPORT_SAMPLE {
-            self.sample_transport();
         }
         any
     }
@@ -873,9 +880,18 @@ impl Rail {
             return;
         }
         self.freed += 1;
-        if !self.write_in_flight {
+        if !self.write_in_flight && self.freed - self.reported >= self.credit_batch() {
             self.write_credits();
         }
+    }
+
+    /// Re-posted receive slots that make one credit WRITE: a quarter of the slots (at least
+    /// one). The peer then always holds at least three quarters of its credits less what is in
+    /// flight, and a peer that ran out has `recv_slots` unreported slots coming back here, so a
+    /// WRITE always follows; one WRITE (a packet, and its ACK) per four frames instead of one
+    /// per frame is what a small-message exchange saves.
+    fn credit_batch(&self) -> u64 {
+        u64::from(self.params.recv_slots / 4).max(1)
     }
 
     fn write_credits(&mut self) {
