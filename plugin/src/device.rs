@@ -167,12 +167,12 @@ pub struct Properties {
 }
 
 impl NetDevice {
-    /// The properties NCCL sees when the node's connections have `lanes` lanes: `maxRecvs` is
-    /// 1 with several lanes (a grouped receive needs a single-lane connection, see
+    /// The properties NCCL sees: `maxRecvs` is 1 where the node's receives take a single
+    /// buffer (several lanes, or eager sends taken: `Node::single_buffer_receives`, see
     /// `RecvComm::irecv`), else [`MAX_RECVS`].
-    pub fn properties_with_lanes(&self, lanes: usize) -> Properties {
+    pub fn properties_for(&self, single_buffer_receives: bool) -> Properties {
         let mut p = self.properties();
-        if lanes > 1 {
+        if single_buffer_receives {
             p.max_recvs = 1;
         }
         p

@@ -95,7 +95,7 @@ fn device(p: &Plugin, dev: i32) -> Result<usize> {
 pub fn properties(dev: i32) -> Result<Properties> {
     let p = state::current()?;
     let d = device(&p, dev)?;
-    Ok(p.devices[d].properties_with_lanes(p.node.lanes()))
+    Ok(p.devices[d].properties_for(p.node.single_buffer_receives()))
 }
 
 /// `listen(dev)`: the 128-byte handle and the listen comm's key. Never blocks.

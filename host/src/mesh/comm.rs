@@ -205,19 +205,19 @@ pub(crate) struct ConnShared {
 }
 
 impl ConnShared {
+    /// A connection end over `rails` with the tagged-messaging state `tagged`, probing idle
+    /// rails after `keepalive`.
     pub(crate) fn new(
         rails: RailSet,
         route: Route,
-        peer_label: String,
-        max_requests: usize,
-        stripe_min: usize,
+        tagged: Tagged,
         keepalive: Duration,
         driver: Driver,
     ) -> Arc<ConnShared> {
         Arc::new(ConnShared {
             core: Mutex::new(Conn {
                 rails,
-                tagged: Tagged::new(peer_label, max_requests, stripe_min),
+                tagged,
                 closing: None,
                 keepalive,
                 live_seen: usize::MAX,

@@ -59,6 +59,11 @@ pub struct MeshConfig {
     pub lanes: usize,
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
+    /// Largest message, bytes, this node takes before it posted the receive, and sends before
+    /// the peer's CTS when the peer takes it (`RDMESH_EAGER_BYTES`, 0..=65536, default 65536;
+    /// 0: every send waits for its CTS). A node that takes eager sends refuses grouped
+    /// receives ([`crate::mesh::RecvComm::irecv`]).
+    pub eager_bytes: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
     pub timing: QpTiming,
     /// Requests in flight per connection end (at least 32).
@@ -89,6 +94,7 @@ impl Default for MeshConfig {
             progress_threads: default_progress_threads(),
             lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
+            eager_bytes: crate::mesh::rail::DATA_CHUNK,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
@@ -177,6 +183,13 @@ impl MeshConfig {
         }
         if let Some(s) = parse::<usize>("RDMESH_STRIPE_MIN", |_| true, "a size in bytes")? {
             c.stripe_min = s;
+        }
+        if let Some(n) = parse::<usize>(
+            "RDMESH_EAGER_BYTES",
+            |v| *v <= crate::mesh::rail::DATA_CHUNK,
+            "a size in bytes, 0..=65536",
+        )? {
+            c.eager_bytes = n;
         }
         if let Some(t) = parse::<u8>("RDMESH_IB_TIMEOUT", |v| (1..=31).contains(v), "1..=31")? {
             c.timing.timeout = t;

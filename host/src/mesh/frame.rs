@@ -4,7 +4,7 @@
 //! | bytes | field | used by |
 //! |---|---|---|
 //! | 0 | kind | all |
-//! | 1 | flags (0) | |
+//! | 1 | flags: [`FLAG_EAGER`] on a DATA frame sent before its CTS, else 0 | DATA |
 //! | 2 | count: number of CTS entries | CTS |
 //! | 3 | index: buffer of a grouped receive; rail index for RAIL_DOWN | DATA, ABORT, RAIL_DOWN |
 //! | 4..12 | seq: the receive's sequence number on the connection | DATA, CTS, ABORT |
@@ -44,6 +44,10 @@ mod field {
 pub const HEADER_LEN: usize = field::PAYLOAD;
 /// Bytes of one CTS entry: size u64 · tag i32 · reserved u32.
 pub const CTS_ENTRY_LEN: usize = 16;
+/// Flag of a DATA frame sent before the receiver's CTS (the whole message in one frame, offset
+/// 0): the receiver keeps it until the receive `seq` is posted. Only to peers that accepted
+/// eager sends in the handshake ([`crate::mesh::messages::Accept::eager_bytes`]).
+pub const FLAG_EAGER: u8 = 1;
 /// Most buffers in one grouped receive (NCCL IB's `NCCL_NET_IB_MAX_RECVS`).
 pub const MAX_RECVS: usize = 8;
 
@@ -261,6 +265,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
 pub struct FrameRepr {
     /// Kind (never `Unknown` after `parse`).
     pub kind: FrameKind,
+    /// Flags ([`FLAG_EAGER`]).
+    pub flags: u8,
     /// CTS entry count.
     pub count: u8,
     /// Buffer or rail index.
@@ -280,6 +286,7 @@ impl FrameRepr {
     pub fn new(kind: FrameKind) -> FrameRepr {
         FrameRepr {
             kind,
+            flags: 0,
             count: 0,
             index: 0,
             seq: 0,
@@ -292,8 +299,9 @@ impl FrameRepr {
     /// Parses and validates a header.
     ///
     /// Errors: [`FrameError::UnknownKind`]; [`FrameError::BadField`] for a CTS with 0 or more
-    /// than [`MAX_RECVS`] entries, a buffer index ≥ [`MAX_RECVS`], or a DATA chunk that ends past
-    /// the send's size.
+    /// than [`MAX_RECVS`] entries, a buffer index ≥ [`MAX_RECVS`], a DATA chunk that ends past
+    /// the send's size, unknown flags or flags on a frame other than DATA, or an eager DATA
+    /// frame that is not the whole message.
     pub fn parse<T: AsRef<[u8]>>(f: &Frame<T>) -> Result<FrameRepr, FrameError> {
         f.check_len()?;
         let kind = f.kind();
@@ -302,6 +310,7 @@ impl FrameRepr {
         }
         let r = FrameRepr {
             kind,
+            flags: f.flags(),
             count: f.count(),
             index: f.index(),
             seq: f.seq(),
@@ -309,6 +318,14 @@ impl FrameRepr {
             offset: f.offset(),
             tag: f.tag(),
         };
+        if r.flags & !FLAG_EAGER != 0 || (r.flags != 0 && kind != FrameKind::Data) {
+            return Err(FrameError::BadField("flags"));
+        }
+        if r.flags & FLAG_EAGER != 0 && (r.offset != 0 || f.payload().len() as u64 != r.total) {
+            return Err(FrameError::BadField(
+                "eager DATA frame that is not the whole message",
+            ));
+        }
         match kind {
             FrameKind::Cts if r.count == 0 || usize::from(r.count) > MAX_RECVS => {
                 return Err(FrameError::BadField("CTS entry count"))
@@ -335,10 +352,10 @@ impl FrameRepr {
         HEADER_LEN
     }
 
-    /// Writes the header (flags 0) into `f`.
+    /// Writes the header into `f`.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, f: &mut Frame<T>) {
         f.set_kind(self.kind);
-        f.set_flags(0);
+        f.set_flags(self.flags);
         f.set_count(self.count);
         f.set_index(self.index);
         f.set_seq(self.seq);
@@ -396,6 +413,7 @@ mod test {
     fn layout_and_roundtrip() {
         let r = FrameRepr {
             kind: FrameKind::Data,
+            flags: 0,
             count: 0,
             index: 2,
             seq: 0x0102030405060708,

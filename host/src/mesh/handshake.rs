@@ -38,6 +38,7 @@ use crate::mesh::rail::{FrameBody, Rail, RailInfo, RailParams};
 use crate::mesh::railset::{RailSet, NO_TOKEN};
 use crate::mesh::relay::Relay;
 use crate::mesh::route::{direct_rails, RailChoice};
+use crate::mesh::tagged::Eager;
 
 /// Time reserved for a relay's own answer when it connects onward.
 const RELAY_MARGIN: Duration = Duration::from_millis(500);
@@ -60,6 +61,8 @@ pub(crate) struct HopRequest {
 pub(crate) struct Hop {
     /// The accepted rails, connected, in proposal order (the other end numbers them alike).
     pub rails: Vec<Rail>,
+    /// Largest send the far end takes before its CTS, bytes (`Accept::eager_bytes`).
+    pub eager_bytes: usize,
 }
 
 fn remaining(deadline: Instant) -> Duration {
@@ -281,7 +284,10 @@ pub(crate) fn client_hop(
         node.learn(n);
     }
     if req.kind == RequestKind::Topology {
-        return Ok(Hop { rails: Vec::new() });
+        return Ok(Hop {
+            rails: Vec::new(),
+            eager_bytes: 0,
+        });
     }
     if accept.rails.len() != rails.len() {
         return Err(hs_err(
@@ -311,7 +317,10 @@ pub(crate) fn client_hop(
         ));
     }
     fs.send(T_READY, &[]).map_err(|e| io_err(next, &tried, e))?;
-    Ok(Hop { rails: up })
+    Ok(Hop {
+        rails: up,
+        eager_bytes: accept.eager_bytes as usize,
+    })
 }
 
 fn refused(next: &NodeInfo, peer_tcp: &str, reason: &str, tried: &[String]) -> MeshError {
@@ -465,6 +474,7 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 &Accept {
                     rails: Vec::new(),
                     topology: node.topology_table(),
+                    eager_bytes: 0,
                 },
             )
         }
@@ -483,11 +493,16 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                 )));
             };
             let (rails, infos) = accept_rails(node, shard, &req.rails)?;
+            // Through a relay the origin sends none (the relay answers 0), so this end keeps
+            // grouped receives.
+            let relayed = req.sender.id != req.origin.id;
+            let eager_bytes = if relayed { 0 } else { node.config.eager_bytes };
             answer(
                 fs,
                 &Accept {
                     rails: infos,
                     topology: node.topology_table(),
+                    eager_bytes: eager_bytes as u32,
                 },
             )?;
             fs.set_timeout(remaining(deadline))?;
@@ -499,7 +514,11 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
             };
             let route = route_of(&req.origin, via, &rails);
             let label = peer_label(&req.origin, &route);
-            let conn = node.start_conn(rails, route, label, shard);
+            let eager = Eager {
+                send_bytes: 0,
+                accept: eager_bytes > 0,
+            };
+            let conn = node.start_conn(rails, route, label, shard, eager);
             queue
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -563,6 +582,8 @@ fn serve_inner(node: &Arc<NodeInner>, fs: &mut FramedStream, deadline: Instant) 
                     &Accept {
                         rails: infos,
                         topology: node.topology_table(),
+                        // A relay forwards frames; eager sends are between the two ends only.
+                        eager_bytes: 0,
                     },
                 )?;
                 fs.set_timeout(remaining(deadline))?;

@@ -1,5 +1,5 @@
 //! The mesh handshake's messages, carried over TCP by [`crate::framing`] with magic `"RDMM"`,
-//! version 4, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
+//! version 5, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
 //! bounded (see the `MAX_*` constants) and checked before anything is allocated.
 //!
 //! | type | direction | payload |
@@ -21,9 +21,10 @@ use crate::mesh::rail::RailInfo;
 pub static PROTOCOL: Protocol = Protocol {
     magic: *b"RDMM",
     // 2: rails carry their port's MAC (RailInfo). 3: and their loss recovery offer
-    // (RailInfo::recovery). 4: requests name their lane (Request::lane). Both ends must speak
-    // the same version (crate::framing).
-    version: 4,
+    // (RailInfo::recovery). 4: requests name their lane (Request::lane). 5: the listener says
+    // whether it takes eager sends (Accept::eager_bytes). Both ends must speak the same
+    // version (crate::framing).
+    version: 5,
     max_payload: 64 << 10,
     name: "an rdmesh mesh node",
 };
@@ -240,6 +241,11 @@ pub struct Accept {
     pub rails: Vec<Option<RailInfo>>,
     /// The receiver's topology table.
     pub topology: Vec<NodeInfo>,
+    /// Largest send, bytes, the receiving end takes before its CTS (a DATA frame with
+    /// [`crate::mesh::frame::FLAG_EAGER`], kept until the receive is posted); 0: none. Only the
+    /// connection's target sets it (a relay answers 0). A receiving end that takes eager sends
+    /// refuses grouped receives: the sender must know which receive its k-th send meets.
+    pub eager_bytes: u32,
 }
 
 impl Accept {
@@ -259,6 +265,7 @@ impl Accept {
             }
         }
         put_topology(&mut w, &self.topology);
+        w.u32(self.eager_bytes);
         w.0
     }
 
@@ -276,8 +283,13 @@ impl Accept {
             })
             .collect::<DecodeResult<Vec<_>>>()?;
         let topology = get_topology(&mut r)?;
+        let eager_bytes = r.u32("eager bytes")?;
         r.finish("accept")?;
-        Ok(Accept { rails, topology })
+        Ok(Accept {
+            rails,
+            topology,
+            eager_bytes,
+        })
     }
 }
 
@@ -384,6 +396,7 @@ mod test {
         let a = Accept {
             rails: vec![Some(rail(2)), None],
             topology: vec![node(5)],
+            eager_bytes: 65536,
         };
         assert_eq!(Accept::decode(&a.encode()).unwrap(), a);
         let b = with_proof(Some([7; 32]), b"xyz");

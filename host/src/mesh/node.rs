@@ -22,6 +22,7 @@ use crate::mesh::progress::Progress;
 use crate::mesh::rail::{Rail, RailParams};
 use crate::mesh::railset::RailSet;
 use crate::mesh::route::{direct_rails, shortest_path};
+use crate::mesh::tagged::{Eager, Tagged};
 use crate::topo::Topology;
 
 /// Most handshakes served at once; more incoming connections are closed.
@@ -97,21 +98,22 @@ impl Drop for NodeInner {
 }
 
 impl NodeInner {
-    /// A connection end over `rails` on progress shard `shard`, with this node's settings,
-    /// handed to that shard.
+    /// A connection end over `rails` on progress shard `shard`, with this node's settings and
+    /// the eager sends agreed in the handshake, handed to that shard.
     pub(crate) fn start_conn(
         self: &Arc<Self>,
         rails: Vec<Rail>,
         route: Route,
         label: String,
         shard: usize,
+        eager: Eager,
     ) -> Arc<ConnShared> {
+        let tagged =
+            Tagged::new(label, self.config.max_requests, self.config.stripe_min).with_eager(eager);
         let conn = ConnShared::new(
             RailSet::new(rails),
             route,
-            label,
-            self.config.max_requests,
-            self.config.stripe_min,
+            tagged,
             self.config.keepalive,
             Driver::new(&self.progress, shard),
         );
@@ -436,6 +438,13 @@ impl MeshNode {
         self.inner.config.lanes.max(1)
     }
 
+    /// Whether a receive takes a single buffer on this node's connections: with several lanes
+    /// (grouped receives need one lane) or eager sends taken (`RDMESH_EAGER_BYTES` > 0; the
+    /// sender must know which receive its k-th send meets). NCCL's `maxRecvs` is then 1.
+    pub fn single_buffer_receives(&self) -> bool {
+        self.lanes() > 1 || self.inner.config.eager_bytes > 0
+    }
+
     /// Number of connections and relays the progress thread drives.
     pub fn active(&self) -> usize {
         self.inner.progress.len()
@@ -592,7 +601,11 @@ fn connect_blocking(node: &Arc<NodeInner>, target: &NodeInfo, listen_id: u32) ->
         if index == 0 {
             tracing::info!(peer = %label, route = %r, lanes, "mesh connection up");
         }
-        conns.push(node.start_conn(hop.rails, r, label, shard));
+        let eager = Eager {
+            send_bytes: hop.eager_bytes.min(node.config.eager_bytes),
+            accept: false,
+        };
+        conns.push(node.start_conn(hop.rails, r, label, shard, eager));
     }
     Ok(SendComm::new(conns))
 }

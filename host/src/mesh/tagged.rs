@@ -17,6 +17,15 @@
 //!   (a chunk resent after a rail failure), and completes the buffer once all of the send's
 //!   bytes arrived, reporting the **actual** size. A send completes when every one of its
 //!   frames was acknowledged by the next hop.
+//! - **Eager sends** ([`Eager`], agreed in the handshake): a send of at most the receiving
+//!   end's eager size whose CTS has not come yet goes at once, as one DATA frame flagged
+//!   [`FLAG_EAGER`] for receive `seq` = the send's number (an end that takes eager sends
+//!   refuses grouped receives, so its k-th receive meets the k-th send). The receiving end
+//!   keeps a frame that comes before its receive (a copy, at most `max_requests` of them) and
+//!   places it when `irecv` posts that receive, checking size and tag as the sender would; at
+//!   most [`EAGER_AHEAD`] eager sends wait for their CTS at once (later ones wait as usual); the
+//!   CTS is still sent, and the sender checks it against what it sent and moves on. A small
+//!   message then costs one trip, not the CTS's trip and then its own.
 //! - Each side keeps at most `max_requests` requests (≥ 32, NCCL's `NCCL_NET_MAX_REQUESTS`);
 //!   beyond that `isend`/`irecv` answer "not now" (NCCL's NULL request) and the caller retries.
 
@@ -24,13 +33,18 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::MeshError;
-use crate::mesh::frame::{cts_frame, Frame, FrameKind, FrameRepr, MAX_RECVS};
+use crate::mesh::frame::{cts_frame, Frame, FrameKind, FrameRepr, FLAG_EAGER, MAX_RECVS};
 use crate::mesh::rail::{FrameBody, DATA_CHUNK};
 use crate::mesh::railset::NO_TOKEN;
 use crate::mesh::stripe;
 
 /// NCCL's `NCCL_NET_MAX_REQUESTS`: requests every connection must sustain.
 pub const NCCL_NET_MAX_REQUESTS: usize = 32;
+/// Most eager sends whose CTS has not come yet (NCCL keeps `NCCL_STEPS` = 8 in flight per
+/// connection): what a receiver keeps at most for receives it has not posted. An eager send
+/// completes when its frame is acknowledged, so without this bound a sender could run any
+/// distance ahead of the receives.
+pub const EAGER_AHEAD: usize = 16;
 
 /// One buffer of a receive.
 #[derive(Debug, Clone)]
@@ -88,6 +102,23 @@ struct RecvState {
     bufs: Vec<BufState>,
 }
 
+/// Eager sends of one connection end, agreed in the handshake (`messages::Accept::eager_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Eager {
+    /// Largest send, bytes, that goes before its CTS (what the peer takes, capped by this
+    /// node's `RDMESH_EAGER_BYTES`); 0: every send waits for its CTS.
+    pub send_bytes: usize,
+    /// This end takes eager DATA frames (and so refuses grouped receives).
+    pub accept: bool,
+}
+
+/// An eager DATA frame that came before its receive was posted.
+#[derive(Debug)]
+struct Early {
+    tag: i32,
+    payload: Vec<u8>,
+}
+
 /// A frame for the rails: which rail (`None`: any), the token to report on completion, the
 /// bytes.
 pub type OutFrame = (Option<usize>, u64, FrameBody);
@@ -108,6 +139,11 @@ pub struct Tagged {
     recvs: BTreeMap<u64, RecvState>,
     outbox: Vec<OutFrame>,
     failed: Option<MeshError>,
+    eager: Eager,
+    /// Sends that went eagerly and whose CTS has not come yet: id (= seq) → (size, tag).
+    eager_sent: BTreeMap<u64, (usize, i32)>,
+    /// Eager frames that came before their receive: seq → frame.
+    early: BTreeMap<u64, Early>,
 }
 
 impl Tagged {
@@ -127,7 +163,19 @@ impl Tagged {
             recvs: BTreeMap::new(),
             outbox: Vec::new(),
             failed: None,
+            eager: Eager::default(),
+            eager_sent: BTreeMap::new(),
+            early: BTreeMap::new(),
         }
+    }
+
+    /// The same end with the eager sends agreed in the handshake.
+    pub fn with_eager(mut self, eager: Eager) -> Tagged {
+        self.eager = Eager {
+            send_bytes: eager.send_bytes.min(DATA_CHUNK),
+            accept: eager.accept,
+        };
+        self
     }
 
     /// The rails that work now, `(index, weight)`, first rail first: where new sends go.
@@ -183,6 +231,37 @@ impl Tagged {
         }
         let id = self.next_send_id;
         self.next_send_id += 1;
+        let mut status = SendStatus::Unmatched;
+        if self.eager.send_bytes > 0
+            && len <= self.eager.send_bytes
+            && !self.cts.contains_key(&id)
+            && self.eager_sent.len() < EAGER_AHEAD
+        {
+            // Its CTS has not come: send it now, in one frame, for receive `id`.
+            if let [c] = stripe::plan(len, &self.live, self.stripe_min, DATA_CHUNK)[..] {
+                let header = FrameRepr {
+                    flags: FLAG_EAGER,
+                    seq: id,
+                    total: len as u64,
+                    tag,
+                    ..FrameRepr::new(FrameKind::Data)
+                }
+                .to_bytes();
+                self.outbox.push((
+                    Some(c.rail),
+                    id,
+                    FrameBody::Chunk {
+                        header,
+                        buf: buf.clone(),
+                        offset,
+                        len,
+                    },
+                ));
+                self.eager_sent.insert(id, (len, tag));
+                status = SendStatus::Sending { frames_left: 1 };
+            }
+        }
+        let unmatched = matches!(status, SendStatus::Unmatched);
         self.sends.insert(
             id,
             SendState {
@@ -190,10 +269,12 @@ impl Tagged {
                 offset,
                 len,
                 tag,
-                status: SendStatus::Unmatched,
+                status,
             },
         );
-        self.unmatched.push_back(id);
+        if unmatched {
+            self.unmatched.push_back(id);
+        }
         self.match_sends();
         Ok(Some(id))
     }
@@ -203,12 +284,23 @@ impl Tagged {
     /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
     /// or a bad range.
     pub fn irecv(&mut self, bufs: &[RecvBuf]) -> Result<Option<u64>, MeshError> {
-        if let Some(e) = &self.failed {
+        // A message that came eagerly is still received after the peer closed (its send
+        // completed when the frame was acknowledged, so the peer may be gone by now).
+        let arrived = self.early.contains_key(&self.next_recv_seq);
+        if let Some(e) = self.failed.as_ref().filter(|_| !arrived) {
             return Err(e.clone());
         }
         if bufs.is_empty() || bufs.len() > MAX_RECVS {
             return Err(MeshError::Request(format!(
                 "a receive has 1 to {MAX_RECVS} buffers, not {}",
+                bufs.len()
+            )));
+        }
+        if bufs.len() > 1 && self.eager.accept {
+            return Err(MeshError::Request(format!(
+                "a grouped receive of {} buffers is refused on a connection that takes eager \
+                 sends (its sender could not tell which receive a send meets); set \
+                 RDMESH_EAGER_BYTES=0 on the receiving node",
                 bufs.len()
             )));
         }
@@ -221,8 +313,10 @@ impl Tagged {
         let seq = self.next_recv_seq;
         self.next_recv_seq += 1;
         let entries: Vec<(u64, i32)> = bufs.iter().map(|b| (b.len as u64, b.tag)).collect();
-        self.outbox
-            .push((None, NO_TOKEN, FrameBody::Bytes(cts_frame(seq, &entries))));
+        if self.failed.is_none() {
+            self.outbox
+                .push((None, NO_TOKEN, FrameBody::Bytes(cts_frame(seq, &entries))));
+        }
         self.recvs.insert(
             seq,
             RecvState {
@@ -239,11 +333,34 @@ impl Tagged {
                     .collect(),
             },
         );
+        if let Some(e) = self.early.remove(&seq) {
+            let r = FrameRepr {
+                flags: FLAG_EAGER,
+                seq,
+                total: e.payload.len() as u64,
+                tag: e.tag,
+                ..FrameRepr::new(FrameKind::Data)
+            };
+            self.on_data(&r, &e.payload);
+        }
         Ok(Some(seq))
     }
 
     fn match_sends(&mut self) {
-        while let Some(&id) = self.unmatched.front() {
+        loop {
+            if let Some(&(len, tag)) = self.eager_sent.get(&self.cts_next) {
+                let seq = self.cts_next;
+                let Some(entries) = self.cts.remove(&seq) else {
+                    return;
+                };
+                self.eager_sent.remove(&seq);
+                self.cts_next += 1;
+                self.check_eager_cts(seq, len, tag, &entries);
+                continue;
+            }
+            let Some(&id) = self.unmatched.front() else {
+                return;
+            };
             let Some(entries) = self.cts.get_mut(&self.cts_next) else {
                 return;
             };
@@ -324,6 +441,36 @@ impl Tagged {
         }
     }
 
+    /// The CTS of receive `seq` came after send `seq` went eagerly (`len` bytes, `tag`): the
+    /// receive must be one buffer that takes it. The receiving end fails its receive by the
+    /// same rule; this end fails the send if it is still in flight.
+    fn check_eager_cts(&mut self, seq: u64, len: usize, tag: i32, entries: &[CtsEntry]) {
+        let error = match entries {
+            [e] if e.tag != tag => Some(MeshError::TagMismatch {
+                tag,
+                seq,
+                tags: vec![e.tag],
+            }),
+            [e] if (len as u64) > e.size => Some(MeshError::Truncated {
+                send: len as u64,
+                recv: e.size,
+                tag,
+                seq,
+                index: 0,
+            }),
+            [_] => None,
+            _ => {
+                return self.protocol(format!(
+                    "CTS of {} buffers for receive #{seq}, which took an eager send",
+                    entries.len()
+                ))
+            }
+        };
+        if let (Some(e), Some(s)) = (error, self.sends.get_mut(&seq)) {
+            s.status = SendStatus::Failed(e);
+        }
+    }
+
     /// The SEND of a frame with `token` completed.
     pub fn on_sent(&mut self, token: u64) {
         if let Some(s) = self.sends.get_mut(&token) {
@@ -393,7 +540,27 @@ impl Tagged {
     }
 
     fn on_data(&mut self, r: &FrameRepr, payload: &[u8]) {
+        let eager = r.flags & FLAG_EAGER != 0;
+        if eager && !self.eager.accept {
+            return self.protocol(format!(
+                "eager DATA for receive #{} on a connection that did not agree to eager sends",
+                r.seq
+            ));
+        }
         let Some(recv) = self.recvs.get_mut(&r.seq) else {
+            if eager && r.seq >= self.next_recv_seq {
+                if self.early.len() >= self.max_requests {
+                    return self.protocol(format!(
+                        "more than {} eager sends ahead of the receives posted",
+                        self.max_requests
+                    ));
+                }
+                self.early.entry(r.seq).or_insert_with(|| Early {
+                    tag: r.tag,
+                    payload: payload.to_vec(),
+                });
+                return;
+            }
             if r.seq >= self.next_recv_seq {
                 self.protocol(format!(
                     "{:?} for receive #{} which was never posted",
@@ -410,6 +577,14 @@ impl Tagged {
             ));
         };
         if b.done || b.error.is_some() {
+            return;
+        }
+        if eager && r.tag != b.req.tag {
+            b.error = Some(MeshError::TagMismatch {
+                tag: r.tag,
+                seq: r.seq,
+                tags: vec![b.req.tag],
+            });
             return;
         }
         if r.kind == FrameKind::Abort || r.total > b.req.len as u64 {
@@ -520,6 +695,7 @@ impl Tagged {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::mesh::frame::text_frame;
 
     /// Moves every frame from `a` to `b` as the rails would (all on one rail), acknowledging
     /// each one to `a`.
@@ -714,6 +890,199 @@ mod test {
         s.fail(MeshError::Closed("test".into()));
         assert!(s.test_send(0).is_err());
         assert!(s.isend(&buf, 0, 1, 0).is_err());
+    }
+
+    fn eager_pair() -> (Tagged, Tagged) {
+        let (s, r) = pair();
+        let s = s.with_eager(Eager {
+            send_bytes: 65536,
+            accept: false,
+        });
+        let r = r.with_eager(Eager {
+            send_bytes: 0,
+            accept: true,
+        });
+        (s, r)
+    }
+
+    fn one(buf: &Buffer, len: usize, tag: i32) -> [RecvBuf; 1] {
+        [RecvBuf {
+            buf: buf.clone(),
+            offset: 0,
+            len,
+            tag,
+        }]
+    }
+
+    #[test]
+    fn eager_sends_go_before_their_cts_and_keep_fifo_order() {
+        let (mut s, mut r) = eager_pair();
+        // Two small sends before any receive is posted: they leave at once.
+        let m0 = pattern(100, 1);
+        // (65535 bytes: below the striping threshold, one frame on one rail)
+        let m1 = pattern(65535, 2);
+        let a = s.isend(&m0, 0, 100, 3).unwrap().unwrap();
+        let b = s.isend(&m1, 0, 65535, 3).unwrap().unwrap();
+        assert_eq!(deliver(&mut s, &mut r), 2);
+        assert_eq!(s.test_send(a).unwrap(), Some(100));
+        assert_eq!(s.test_send(b).unwrap(), Some(65535));
+        // A large one waits for its CTS.
+        let big = pattern(300_000, 3);
+        let c = s.isend(&big, 0, 300_000, 3).unwrap().unwrap();
+        assert!(s.take_outbox().is_empty());
+        // The receiver posts three receives: the first two complete from the kept frames.
+        let d0 = Buffer::new(4096);
+        let d1 = Buffer::new(65536);
+        let d2 = Buffer::new(1 << 20);
+        let q0 = r.irecv(&one(&d0, 4096, 3)).unwrap().unwrap();
+        let q1 = r.irecv(&one(&d1, 65536, 3)).unwrap().unwrap();
+        let q2 = r.irecv(&one(&d2, 1 << 20, 3)).unwrap().unwrap();
+        assert_eq!(r.test_recv(q0).unwrap(), Some(vec![100]));
+        assert_eq!(r.test_recv(q1).unwrap(), Some(vec![65535]));
+        assert_eq!(r.test_recv(q2).unwrap(), None);
+        // Their CTSs reach the sender: the first two are checked and skipped, the third
+        // matches the large send.
+        deliver(&mut r, &mut s);
+        assert!(s.failure().is_none());
+        deliver(&mut s, &mut r);
+        assert_eq!(r.test_recv(q2).unwrap(), Some(vec![300_000]));
+        assert_eq!(s.test_send(c).unwrap(), Some(300_000));
+        assert_eq!(&d0.to_vec()[..100], &m0.to_vec()[..]);
+        assert_eq!(&d1.to_vec()[..65535], &m1.to_vec()[..]);
+        assert_eq!(&d2.to_vec()[..300_000], &big.to_vec()[..]);
+        // A receive posted first: the small send matches its CTS the usual way.
+        let d3 = Buffer::new(64);
+        let q3 = r.irecv(&one(&d3, 64, 3)).unwrap().unwrap();
+        deliver(&mut r, &mut s);
+        let m3 = pattern(64, 4);
+        let e = s.isend(&m3, 0, 64, 3).unwrap().unwrap();
+        let out = s.take_outbox();
+        assert_eq!(out.len(), 1);
+        if let FrameBody::Chunk { header, .. } = &out[0].2 {
+            assert_eq!(
+                header[1], 0,
+                "a send whose CTS is here is not flagged eager"
+            );
+        }
+        s.outbox = out;
+        deliver(&mut s, &mut r);
+        assert_eq!(r.test_recv(q3).unwrap(), Some(vec![64]));
+        assert_eq!(s.test_send(e).unwrap(), Some(64));
+        assert_eq!(d3.to_vec(), m3.to_vec());
+    }
+
+    #[test]
+    fn eager_sends_run_at_most_eager_ahead_before_the_receives() {
+        let (mut s, mut r) = eager_pair();
+        let m = pattern(100, 1);
+        let n = EAGER_AHEAD + 4;
+        let ids: Vec<u64> = (0..n)
+            .map(|_| s.isend(&m, 0, 100, 3).unwrap().unwrap())
+            .collect();
+        assert_eq!(
+            deliver(&mut s, &mut r),
+            EAGER_AHEAD,
+            "the rest wait for their CTS"
+        );
+        let d = Buffer::new(128 * n);
+        let qs: Vec<u64> = (0..n)
+            .map(|i| {
+                let b = [RecvBuf {
+                    buf: d.clone(),
+                    offset: 128 * i,
+                    len: 128,
+                    tag: 3,
+                }];
+                r.irecv(&b).unwrap().unwrap()
+            })
+            .collect();
+        deliver(&mut r, &mut s);
+        assert_eq!(deliver(&mut s, &mut r), 4);
+        for (id, q) in ids.into_iter().zip(qs) {
+            assert_eq!(s.test_send(id).unwrap(), Some(100));
+            assert_eq!(r.test_recv(q).unwrap(), Some(vec![100]));
+        }
+    }
+
+    #[test]
+    fn eager_messages_are_received_after_the_peer_closed() {
+        let (mut s, mut r) = eager_pair();
+        let m = pattern(100, 1);
+        let a = s.isend(&m, 0, 100, 3).unwrap().unwrap();
+        deliver(&mut s, &mut r);
+        assert_eq!(s.test_send(a).unwrap(), Some(100));
+        r.on_frame(&text_frame(FrameKind::Close, 0, "send side closed"));
+        let d = Buffer::new(100);
+        let q = r.irecv(&one(&d, 100, 3)).unwrap().unwrap();
+        assert_eq!(r.test_recv(q).unwrap(), Some(vec![100]));
+        assert_eq!(d.to_vec(), m.to_vec());
+        assert!(r.take_outbox().is_empty(), "no CTS to a closed peer");
+        // Nothing more came: the next receive fails with the close.
+        let e = r.irecv(&one(&d, 100, 3)).unwrap_err().to_string();
+        assert!(e.contains("send side closed"), "{e}");
+    }
+
+    #[test]
+    fn eager_sends_that_do_not_fit_fail_on_both_ends() {
+        let (mut s, mut r) = eager_pair();
+        let m = pattern(2000, 1);
+        let a = s.isend(&m, 0, 2000, 3).unwrap().unwrap();
+        let b = s.isend(&m, 0, 100, 4).unwrap().unwrap();
+        // Keep the frames' acknowledgements back: the sends are still in flight.
+        let frames = s.take_outbox();
+        for (_, _, body) in &frames {
+            let mut v = vec![0u8; body.len()];
+            if let FrameBody::Chunk {
+                header,
+                buf,
+                offset,
+                len,
+            } = body
+            {
+                v[..32].copy_from_slice(header);
+                buf.read(*offset, &mut v[32..32 + len]).unwrap();
+            }
+            r.on_frame(&v);
+        }
+        let d = Buffer::new(4096);
+        let q0 = r.irecv(&one(&d, 1000, 3)).unwrap().unwrap();
+        let q1 = r.irecv(&one(&d, 1000, 9)).unwrap().unwrap();
+        let e0 = r.test_recv(q0).unwrap_err().to_string();
+        assert!(e0.contains("2000") && e0.contains("1000"), "{e0}");
+        assert!(matches!(
+            r.test_recv(q1),
+            Err(MeshError::TagMismatch { tag: 4, .. })
+        ));
+        assert!(
+            d.to_vec().iter().all(|&x| x == 0),
+            "nothing written by a refused eager send"
+        );
+        deliver(&mut r, &mut s);
+        assert!(matches!(
+            s.test_send(a),
+            Err(MeshError::Truncated {
+                send: 2000,
+                recv: 1000,
+                ..
+            })
+        ));
+        assert!(matches!(s.test_send(b), Err(MeshError::TagMismatch { .. })));
+    }
+
+    #[test]
+    fn eager_frames_need_the_agreement_and_single_buffer_receives() {
+        let (mut s, _) = eager_pair();
+        let (_, mut plain) = pair();
+        let m = pattern(10, 1);
+        s.isend(&m, 0, 10, 0).unwrap().unwrap();
+        deliver(&mut s, &mut plain);
+        let e = plain.failure().unwrap().to_string();
+        assert!(e.contains("did not agree to eager"), "{e}");
+        let (_, mut r) = eager_pair();
+        let d = Buffer::new(64);
+        let grouped = [one(&d, 8, 1)[0].clone(), one(&d, 8, 2)[0].clone()];
+        let e = r.irecv(&grouped).unwrap_err().to_string();
+        assert!(e.contains("RDMESH_EAGER_BYTES=0"), "{e}");
     }
 
     #[test]

@@ -455,10 +455,11 @@ fn sharded_progress_moves_connections_on_their_shards() {
 
 #[test]
 fn lanes_keep_nccl_order_with_and_without_shards() {
-    for (threads, lanes) in [(1, 1), (1, 2), (3, 3)] {
+    for (threads, lanes, eager) in [(1, 1, 0), (1, 1, 65536), (1, 2, 65536), (3, 3, 0)] {
         let cfg = move |c: &mut MeshConfig| {
             c.progress_threads = threads;
             c.lanes = lanes;
+            c.eager_bytes = eager;
         };
         let a = node_with(vec![nic("soft_a", "127.0.32.1/24", 10.0)], cfg);
         let b = node_with(vec![nic("soft_b", "127.0.32.2/24", 10.0)], cfg);
@@ -475,7 +476,8 @@ fn lanes_keep_nccl_order_with_and_without_shards() {
         exchange(&s, &r, &[9, 65_537], 81);
         let sent: usize = sizes.iter().sum::<usize>() + 1 + (1 << 20) + 7 + 5 + 70_000 + 9 + 65_537;
         assert_eq!(a.nic_counters()[0].counters.tx_data_bytes, sent as u64);
-        // a grouped receive cannot tell the sender its lane: refused with several lanes
+        // a grouped receive cannot tell the sender its lane, nor an eager sender its receive:
+        // refused with several lanes or eager sends
         let two: Vec<RecvBuf> = (0..2)
             .map(|t| RecvBuf {
                 buf: Buffer::new(8),
@@ -486,8 +488,9 @@ fn lanes_keep_nccl_order_with_and_without_shards() {
             .collect();
         match r.irecv(&two) {
             Err(e) if lanes > 1 => assert!(e.to_string().contains("single-lane"), "{e}"),
+            Err(e) if eager > 0 => assert!(e.to_string().contains("RDMESH_EAGER_BYTES=0"), "{e}"),
             Err(e) => panic!("{e}"),
-            Ok(q) => assert!(lanes == 1 && q.is_some()),
+            Ok(q) => assert!(lanes == 1 && eager == 0 && q.is_some()),
         }
     }
 }
