@@ -25,9 +25,6 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     let g = TURN.lock().unwrap_or_else(|p| p.into_inner());
     std::env::set_var("RDMESH_NICS", "lo=127.0.93.1/24@25");
     std::env::set_var("RDMESH_FINALIZE_WAIT_MS", "5000");
-    // Grouped receives (maxRecvs 8) need eager sends off; the harness scenarios
-    // (tests/tests/nccl_plugin_harness.rs) run the plugin's defaults.
-    std::env::set_var("RDMESH_EAGER_BYTES", "0");
     g
 }
 

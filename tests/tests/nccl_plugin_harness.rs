@@ -172,39 +172,40 @@ fn sends_smaller_than_the_posted_receive_report_actual_sizes() {
     scenario("smaller", ALL, 300);
 }
 
-/// With eager sends off (a node that takes them offers maxRecvs 1): NCCL's grouped receives
-/// of up to 8 buffers.
 #[test]
 fn grouped_receives_match_by_tag_in_fifo_order() {
-    let env = [("RDMESH_EAGER_BYTES", "0")];
-    if let Some(out) = scenario_full("grouped", ALL, 600, Some(RANK_ENV), &env) {
-        assert!(
-            !out.contains("maxRecvs = 1"),
-            "grouped receives offered without eager sends:\n{out}"
-        );
-    }
+    scenario("grouped", ALL, 600);
 }
 
-/// Eager sends on (the default): maxRecvs is 1; off, with one lane: 8.
+/// Eager sends (`RDMESH_EAGER_BYTES`, off by default): maxRecvs is 1, and the data-moving
+/// scenarios — receives posted after, before and long before the sends, 32 in flight, a close
+/// right after the last send, a send larger than its receive — pass, every byte checked.
 #[test]
-fn eager_sends_offer_single_buffer_receives() {
-    if let Some(out) = scenario_full("props", "12", 120, Some(RANK_ENV), &[]) {
+fn scenarios_with_eager_sends() {
+    let env = [("RDMESH_EAGER_BYTES", "65536")];
+    if let Some(out) = scenario_full("props", "12", 120, Some(RANK_ENV), &env) {
         assert!(
             out.contains("maxRecvs=1 "),
             "maxRecvs is 1 with eager sends:\n{out}"
         );
     }
-    if let Some(out) = scenario_full(
-        "props",
-        "12",
-        120,
-        Some(RANK_ENV),
-        &[("RDMESH_EAGER_BYTES", "0")],
-    ) {
+    if let Some(out) = scenario_full("props", "12", 120, Some(RANK_ENV), &[]) {
         assert!(
             out.contains("maxRecvs=8 "),
             "maxRecvs is 8 without eager sends and lanes:\n{out}"
         );
+    }
+    for name in [
+        "sizes",
+        "smaller",
+        "grouped",
+        "inflight",
+        "threads",
+        "close_inflight",
+        "oversize",
+        "ring",
+    ] {
+        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
     }
 }
 

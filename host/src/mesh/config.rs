@@ -60,9 +60,10 @@ pub struct MeshConfig {
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
     /// Largest message, bytes, this node takes before it posted the receive, and sends before
-    /// the peer's CTS when the peer takes it (`RDMESH_EAGER_BYTES`, 0..=65536, default 65536;
-    /// 0: every send waits for its CTS). A node that takes eager sends refuses grouped
-    /// receives ([`crate::mesh::RecvComm::irecv`]).
+    /// the peer's CTS when the peer takes it (`RDMESH_EAGER_BYTES`, 0..=65536, default 0: every
+    /// send waits for its CTS; measured on NCCL 8 KiB–512 KiB it did not pay, see
+    /// docs/benchmarks.md). A node that takes eager sends refuses grouped receives
+    /// ([`crate::mesh::RecvComm::irecv`]).
     pub eager_bytes: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
     pub timing: QpTiming,
@@ -94,7 +95,7 @@ impl Default for MeshConfig {
             progress_threads: default_progress_threads(),
             lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
-            eager_bytes: crate::mesh::rail::DATA_CHUNK,
+            eager_bytes: 0,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
