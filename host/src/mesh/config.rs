@@ -59,6 +59,11 @@ pub struct MeshConfig {
     pub lanes: usize,
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
+    /// Direct placement (`RDMESH_PLACEMENT`, `1` (default) or `0`): on a direct connection a
+    /// receive into registered memory ([`crate::mesh::RecvComm::register`]) is announced with
+    /// its address and rkeys, and sends into such receives are RDMA WRITTEN into place
+    /// ([`crate::mesh::tagged`]). `0` keeps the copy path on both sides (as an older peer).
+    pub placement: bool,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
     pub timing: QpTiming,
     /// Requests in flight per connection end (at least 32).
@@ -89,6 +94,7 @@ impl Default for MeshConfig {
             progress_threads: default_progress_threads(),
             lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
+            placement: true,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
@@ -177,6 +183,9 @@ impl MeshConfig {
         }
         if let Some(s) = parse::<usize>("RDMESH_STRIPE_MIN", |_| true, "a size in bytes")? {
             c.stripe_min = s;
+        }
+        if let Some(p) = parse::<u8>("RDMESH_PLACEMENT", |v| *v <= 1, "0 or 1")? {
+            c.placement = p == 1;
         }
         if let Some(t) = parse::<u8>("RDMESH_IB_TIMEOUT", |v| (1..=31).contains(v), "1..=31")? {
             c.timing.timeout = t;

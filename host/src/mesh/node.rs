@@ -110,9 +110,7 @@ impl NodeInner {
             RailSet::new(rails),
             route,
             label,
-            self.config.max_requests,
-            self.config.stripe_min,
-            self.config.keepalive,
+            &self.config,
             Driver::new(&self.progress, shard),
         );
         self.progress.add_to(shard, conn.clone());

@@ -62,6 +62,15 @@ pub(crate) enum PdKind {
 }
 
 impl ProtectionDomain {
+    /// `true` when `self` and `other` are handles of the same soft protection domain
+    /// (always `false` for the vfio provider's).
+    pub fn same(&self, other: &ProtectionDomain) -> bool {
+        match (&self.kind, &other.kind) {
+            (PdKind::Soft { inner: a, .. }, PdKind::Soft { inner: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Registers a zero-filled region of `len` bytes with the given access flags.
     ///
     /// lkey and rkey are equal (as on mlx5); keys are 24-bit index + 8-bit key byte.
