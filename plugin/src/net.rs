@@ -242,7 +242,11 @@ fn comm_id(key: usize) -> Result<u64> {
     }
 }
 
-/// `regMr(comm, data, size, type)`: host memory only.
+/// `regMr(comm, data, size, type)`: host memory only. On a receive comm the range is also
+/// registered with every device of the connection (a region per protection domain,
+/// [`rdmesh_host::mesh::Lend::PerDevice`]), so that receives posted in it are placed by the
+/// sender's RDMA WRITEs (docs/mesh.md); where that fails the registration only checks ranges
+/// and receives are copied.
 ///
 /// Errors: `ncclInvalidUsage` for CUDA (or any non-host) memory: rdmesh reports
 /// `ptrSupport` = HOST, so NCCL stages GPU data through host buffers; an unknown comm.
@@ -259,7 +263,32 @@ pub fn reg_mr(comm: usize, addr: usize, size: usize, ty: i32) -> Result<usize> {
             "regMr of {size} bytes at NULL"
         )));
     }
-    Ok(state::register(Object::Mr(Arc::new(Mr { addr, size }))))
+    let reg = match state::lookup(comm, "comm")? {
+        Object::Recv(r) if size > 0 => {
+            let make = || crate::export::memory::lend_registered(addr, size);
+            match r.comm.register(rdmesh_host::mesh::Lend::PerDevice(&make)) {
+                Ok(reg) => Some(reg),
+                Err(e) => {
+                    info!(
+                        NCCL_NET,
+                        "regMr of {size} bytes: no direct placement ({e}); receives copy"
+                    );
+                    None
+                }
+            }
+        }
+        Object::Send(_) | Object::Recv(_) => None,
+        _ => {
+            return Err(PluginError::internal(format!(
+                "{comm:#x} is not a send or receive comm"
+            )))
+        }
+    };
+    Ok(state::register(Object::Mr(Arc::new(Mr {
+        addr,
+        size,
+        reg,
+    }))))
 }
 
 /// `deregMr(comm, mhandle)`. The comm is not looked up: a registration does not depend on it,
@@ -278,12 +307,13 @@ pub fn dereg_mr(_comm: usize, mhandle: usize) -> Result<()> {
     }
 }
 
-fn check_mr(mhandle: usize, addr: usize, len: usize) -> Result<()> {
+/// The registration `mhandle` names (`None` for 0), checked to cover `[addr, addr + len)`.
+fn check_mr(mhandle: usize, addr: usize, len: usize) -> Result<Option<Arc<Mr>>> {
     if mhandle == 0 {
-        return Ok(());
+        return Ok(None);
     }
     match state::lookup(mhandle, "memory handle")? {
-        Object::Mr(m) if m.covers(addr, len) => Ok(()),
+        Object::Mr(m) if m.covers(addr, len) => Ok(Some(m)),
         Object::Mr(m) => Err(PluginError::internal(format!(
             "buffer {addr:#x} + {len} bytes lies outside its registration {:#x} + {} bytes",
             m.addr, m.size
@@ -377,8 +407,22 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
                 b.size
             )));
         }
-        check_mr(b.mhandle, b.addr, b.size)?;
     }
+    let mrs = bufs
+        .iter()
+        .map(|b| check_mr(b.mhandle, b.addr, b.size))
+        .collect::<Result<Vec<_>>>()?;
+    // Buffers in memory registered with this connection are announced for placement.
+    let regs: Vec<_> = mrs
+        .iter()
+        .zip(bufs)
+        .map(|(m, b)| {
+            m.as_ref()
+                .and_then(|m| m.reg.as_ref())
+                .filter(|_| b.size > 0)
+                .map(|reg| (reg, b.addr as u64))
+        })
+        .collect();
     let lent: Vec<Buffer> = bufs
         .iter()
         .map(|b| crate::export::memory::lend(b.addr, b.size))
@@ -394,7 +438,7 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
         })
         .collect();
     let release = |lent: &[Buffer]| lent.iter().for_each(Buffer::release);
-    match r.comm.irecv(&rb) {
+    match r.comm.irecv_registered(&rb, &regs) {
         Ok(None) => {
             release(&lent);
             Ok(None)
