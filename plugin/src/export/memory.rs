@@ -32,29 +32,45 @@ struct NcclMemory {
 }
 
 impl NcclMemory {
-    /// `len` bytes at `offset`, readable and writable.
-    ///
-    /// Callers pass `offset + len <= self.len` (the buffer and the region check ranges
-    /// first).
-    fn slice_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+    /// The address of byte `offset`, after checking that `offset + len` lies inside the
+    /// loan (callers pass ranges the buffer or the region checked first).
+    fn at(&self, offset: usize, len: usize) -> *mut u8 {
         assert!(
             offset.checked_add(len).is_some_and(|e| e <= self.len),
             "range {offset} + {len} outside NCCL's {} bytes",
             self.len
         );
+        (self.addr + offset) as *mut u8
+    }
+
+    /// `len` bytes at `offset`, to read.
+    fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        let p = self.at(offset, len);
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: as for `slice_mut`; a shared slice is made for reading a range no other
+        // access writes meanwhile (a send's bytes, which NCCL leaves alone until the send
+        // completes).
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+
+    /// `len` bytes at `offset`, to write (or read).
+    fn slice_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        let p = self.at(offset, len);
         if len == 0 {
             return &mut [];
         }
         // SAFETY: `addr` is non-NULL (net::isend / net::irecv / net::reg_mr refuse NULL with
-        // a size) and `[addr + offset, addr + offset + len)` lies inside NCCL's buffer (asserted
-        // above), which stays allocated and untouched by NCCL for the loan (module docs). The
-        // mesh and the provider call this only under the lock of the Buffer or memory region
-        // that owns this loan, never after the loan ended (Buffer::release, deregistration),
-        // and keep the slice for one copy, checksum or socket call. Slices of the same memory
-        // made meanwhile through another loan (another device's region, the request's Buffer)
-        // cover other chunks: each chunk of a message is written by exactly one WRITE or one
-        // copy, and reads of a send's bytes never overlap a write.
-        unsafe { std::slice::from_raw_parts_mut((self.addr + offset) as *mut u8, len) }
+        // a size) and `[addr + offset, addr + offset + len)` lies inside NCCL's buffer
+        // (checked by `at`), which stays allocated and untouched by NCCL for the loan (module
+        // docs). The mesh and the provider call this only under the lock of the Buffer or
+        // memory region that owns this loan, never after the loan ended (Buffer::release,
+        // deregistration), and keep the slice for one copy, checksum or socket call. Slices
+        // of the same memory made meanwhile through another loan (another device's region,
+        // the request's Buffer) cover other chunks: each chunk of a message is written by
+        // exactly one WRITE or one copy, and reads of a send's bytes never overlap a write.
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
     }
 }
 
@@ -82,7 +98,7 @@ impl LentMemory for NcclMemory {
     }
 
     fn range(&self, offset: usize, len: usize) -> &[u8] {
-        self.slice_mut(offset, len)
+        self.slice(offset, len)
     }
 
     fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
