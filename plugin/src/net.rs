@@ -242,11 +242,11 @@ fn comm_id(key: usize) -> Result<u64> {
     }
 }
 
-/// `regMr(comm, data, size, type)`: host memory only. On a receive comm the range is also
-/// registered with every device of the connection (a region per protection domain,
-/// [`rdmesh_host::mesh::Lend::PerDevice`]), so that receives posted in it are placed by the
-/// sender's RDMA WRITEs (docs/mesh.md); where that fails the registration only checks ranges
-/// and receives are copied.
+/// `regMr(comm, data, size, type)`: host memory only. The range is also registered with every
+/// device of the connection (a region per protection domain,
+/// [`rdmesh_host::mesh::Lend::PerDevice`]): receives posted in it are placed by the sender's
+/// RDMA WRITEs, and sends from it are WRITTEN from it (docs/mesh.md, direct placement); where
+/// that fails the registration only checks ranges and transfers copy.
 ///
 /// Errors: `ncclInvalidUsage` for CUDA (or any non-host) memory: rdmesh reports
 /// `ptrSupport` = HOST, so NCCL stages GPU data through host buffers; an unknown comm.
@@ -263,15 +263,21 @@ pub fn reg_mr(comm: usize, addr: usize, size: usize, ty: i32) -> Result<usize> {
             "regMr of {size} bytes at NULL"
         )));
     }
+    let make = || crate::export::memory::lend_registered(addr, size);
+    let lend = rdmesh_host::mesh::Lend::PerDevice(&make);
     let reg = match state::lookup(comm, "comm")? {
-        Object::Recv(r) if size > 0 => {
-            let make = || crate::export::memory::lend_registered(addr, size);
-            match r.comm.register(rdmesh_host::mesh::Lend::PerDevice(&make)) {
+        o @ (Object::Recv(_) | Object::Send(_)) if size > 0 => {
+            let r = match &o {
+                Object::Recv(r) => r.comm.register(lend),
+                Object::Send(s) => s.comm.register(lend),
+                _ => unreachable!("matched above"),
+            };
+            match r {
                 Ok(reg) => Some(reg),
                 Err(e) => {
                     info!(
                         NCCL_NET,
-                        "regMr of {size} bytes: no direct placement ({e}); receives copy"
+                        "regMr of {size} bytes: no direct placement ({e}); transfers copy"
                     );
                     None
                 }
@@ -349,9 +355,13 @@ pub fn isend(
             "isend of {size} bytes from NULL"
         )));
     }
-    check_mr(mhandle, addr, size)?;
+    let mr = check_mr(mhandle, addr, size)?;
+    let reg = mr
+        .as_ref()
+        .and_then(|m| m.reg.as_ref())
+        .map(|r| (r, addr as u64));
     let buf = crate::export::memory::lend(addr, size);
-    match s.comm.isend(&buf, 0, size, tag) {
+    match s.comm.isend_registered(&buf, 0, size, tag, reg) {
         Ok(None) => {
             buf.release();
             Ok(None)

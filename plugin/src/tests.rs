@@ -756,18 +756,35 @@ fn v11_receives_into_registered_memory_are_placed_directly() {
             &mut mh,
         ))
     };
-    let mut srcs: Vec<Vec<u8>> = sizes
+    let srcs: Vec<Vec<u8>> = sizes
         .iter()
         .enumerate()
         .map(|(i, &s)| pattern(s, 200 + i as u32))
         .collect();
+    // The sends come from memory registered on the send comm too.
+    let mut sregion = vec![0u8; slot * sizes.len()];
+    for (i, src) in srcs.iter().enumerate() {
+        sregion[i * slot..i * slot + src.len()].copy_from_slice(src);
+    }
+    let mut smh = null_mut();
+    // SAFETY: sregion is live host memory until after deregMr below.
+    unsafe {
+        ok(n.reg_mr.unwrap()(
+            sc,
+            sregion.as_mut_ptr().cast(),
+            sregion.len(),
+            NCCL_PTR_HOST,
+            &mut smh,
+        ))
+    };
     let rr: Vec<*mut c_void> = region
         .chunks_mut(slot)
         .map(|d| irecv(rc, &mut [d], &[4], mh))
         .collect();
-    let ss: Vec<*mut c_void> = srcs
-        .iter_mut()
-        .map(|s| isend(sc, s, 4, null_mut()))
+    let ss: Vec<*mut c_void> = sregion
+        .chunks_mut(slot)
+        .zip(&sizes)
+        .map(|(s, &len)| isend(sc, &mut s[..len], 4, smh))
         .collect();
     for (i, (r, s)) in rr.into_iter().zip(ss).enumerate() {
         assert_eq!(wait(s, 1), vec![sizes[i] as c_int]);
@@ -781,6 +798,11 @@ fn v11_receives_into_registered_memory_are_placed_directly() {
     let total: usize = sizes.iter().sum();
     let st = stats();
     assert_eq!((st.placed, st.copied), (total as u64, 0), "{st:?}");
+    let sent = match crate::state::lookup(sc as usize, "send comm").unwrap() {
+        crate::state::Object::Send(s) => s.comm.placement_stats(),
+        _ => unreachable!(),
+    };
+    assert_eq!(sent.sent_from_registration, total as u64, "{sent:?}");
     // Without the mhandle: copied.
     let mut src = pattern(100_000, 9);
     let mut dst = vec![0u8; 100_000];
@@ -793,9 +815,10 @@ fn v11_receives_into_registered_memory_are_placed_directly() {
     // SAFETY: live comms and handle.
     unsafe {
         ok(n.dereg_mr.unwrap()(rc, mh));
+        ok(n.dereg_mr.unwrap()(sc, smh));
         ok(n.close_recv.unwrap()(rc));
         ok(n.close_send.unwrap()(sc));
         ok(n.finalize.unwrap()(ctx));
     }
-    drop(region);
+    drop((region, sregion));
 }

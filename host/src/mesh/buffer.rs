@@ -49,6 +49,13 @@ pub trait ExternalMemory: Send {
     fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
         &mut self.bytes()[offset..offset + len]
     }
+
+    /// Bytes `offset..offset + len` to copy out (default: [`ExternalMemory::range_mut`]);
+    /// override it to make a shared slice where others may read the same bytes meanwhile
+    /// (a send's bytes, which the provider may be sending from a registration).
+    fn range(&mut self, offset: usize, len: usize) -> &[u8] {
+        self.range_mut(offset, len)
+    }
 }
 
 enum Backing {
@@ -92,7 +99,7 @@ impl Backing {
     fn read(&mut self, offset: usize, out: &mut [u8]) -> Result<()> {
         match self {
             Backing::External(m) => {
-                out.copy_from_slice(m.range_mut(offset, out.len()));
+                out.copy_from_slice(m.range(offset, out.len()));
                 Ok(())
             }
             Backing::Region(mr) => mr

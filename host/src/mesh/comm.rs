@@ -422,7 +422,7 @@ impl Lanes {
         Ok(Registration {
             addr: first.addr(),
             len: first.len(),
-            rkeys: keys,
+            keys,
             lanes: self.lanes.iter().map(|l| Arc::as_ptr(l) as usize).collect(),
             mrs,
         })
@@ -437,6 +437,7 @@ impl Lanes {
             t.copied += s.copied;
             t.sent_placed += s.sent_placed;
             t.sent_copied += s.sent_copied;
+            t.sent_from_registration += s.sent_from_registration;
         }
         t
     }
@@ -485,11 +486,37 @@ impl SendComm {
         len: usize,
         tag: i32,
     ) -> Result<Option<SendRequest>> {
-        let posted = self.lanes.post(|_, shared| {
+        self.isend_registered(buf, offset, len, tag, None)
+    }
+
+    /// [`SendComm::isend`] of bytes that lie in memory registered with this comm
+    /// ([`SendComm::register`]; `reg`: the registration and the virtual address of the send's
+    /// first byte): where the receiver announced a placement, the chunks are RDMA WRITTEN
+    /// straight from the registered memory, with no copy into a send slot.
+    ///
+    /// Errors: as [`SendComm::isend`]; [`MeshError::Request`] for a registration of another
+    /// comm or a send outside it.
+    pub fn isend_registered(
+        &self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+        reg: Option<(&Registration, u64)>,
+    ) -> Result<Option<SendRequest>> {
+        let reg = match reg {
+            Some((r, va)) if len > 0 => Some(r.check(&self.lanes, va, len)?),
+            _ => None,
+        };
+        let posted = self.lanes.post(|lane, shared| {
+            let local = reg.map(|(r, va)| Placement {
+                va,
+                keys: r.keys[lane].clone(),
+            });
             let mut c = shared.lock();
             let lw = c.live_weights();
             c.tagged.set_live_rails(lw);
-            let id = c.tagged.isend(buf, offset, len, tag)?;
+            let id = c.tagged.isend_registered(buf, offset, len, tag, local)?;
             shared.advance(&mut c);
             Ok(id)
         })?;
@@ -502,8 +529,8 @@ impl SendComm {
     }
 
     /// Registers memory the application lends with the connection's devices (see
-    /// [`RecvComm::register`]; a send side keeps the registration for the life of NCCL's
-    /// `regMr` handle; sends copy through the rails' slots today).
+    /// [`RecvComm::register`]): sends from it ([`SendComm::isend_registered`]) are RDMA
+    /// WRITTEN from there into receives the peer registered.
     ///
     /// Errors: as [`RecvComm::register`].
     pub fn register(&self, lend: Lend<'_>) -> Result<Registration> {
@@ -646,7 +673,7 @@ impl RecvComm {
                 .map(|p| {
                     p.map(|(reg, va)| Placement {
                         va,
-                        rkeys: reg.rkeys[lane].clone(),
+                        keys: reg.keys[lane].clone(),
                     })
                 })
                 .collect();
@@ -730,8 +757,8 @@ impl fmt::Debug for Lend<'_> {
 pub struct Registration {
     addr: u64,
     len: usize,
-    /// Per lane: the rkey of each rail.
-    rkeys: Vec<Arc<[u32]>>,
+    /// Per lane: the key of each rail (the soft provider's lkey and rkey are one).
+    keys: Vec<Arc<[u32]>>,
     /// The comm's lanes, by address (compared, never dereferenced).
     lanes: Vec<usize>,
     mrs: Vec<MemoryRegion>,
@@ -774,7 +801,7 @@ impl Registration {
                 .all(|(a, l)| *a == Arc::as_ptr(l) as usize);
         if !ours {
             return Err(MeshError::Request(
-                "a receive names memory registered with another connection".into(),
+                "a request names memory registered with another connection".into(),
             ));
         }
         let inside = va >= self.addr
@@ -783,7 +810,7 @@ impl Registration {
                 .is_some_and(|e| e <= self.len as u64);
         if !inside {
             return Err(MeshError::Request(format!(
-                "receive buffer {va:#x} + {len} bytes lies outside its registration \
+                "buffer {va:#x} + {len} bytes lies outside its registration \
                  ({:#x} + {} bytes)",
                 self.addr, self.len
             )));

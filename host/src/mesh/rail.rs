@@ -300,6 +300,9 @@ pub enum FrameBody {
         remote_va: u64,
         /// The receiver's rkey of the region, per rail (rail order).
         rkeys: Arc<[u32]>,
+        /// Where the chunk lies in memory registered on this end (address, lkey per rail):
+        /// the WRITE gathers it from there. `None`: it is copied into the send slot first.
+        local: Option<crate::mesh::tagged::Placement>,
     },
 }
 
@@ -316,7 +319,9 @@ impl FrameBody {
     /// Bytes of the send slot the frame needs (a placed chunk's bytes stay in the slot too).
     pub fn slot_len(&self) -> usize {
         match self {
-            FrameBody::Placed { len, .. } => HEADER_LEN + PLACED_LEN + len,
+            FrameBody::Placed {
+                len, local: None, ..
+            } => HEADER_LEN + PLACED_LEN + len,
             _ => self.len(),
         }
     }
@@ -352,13 +357,16 @@ impl FrameBody {
                 buf,
                 offset,
                 len,
+                local,
                 ..
             } => {
                 out[..HEADER_LEN].copy_from_slice(header);
                 out[HEADER_LEN..HEADER_LEN + PLACED_LEN]
                     .copy_from_slice(&(*len as u64).to_be_bytes());
-                let at = HEADER_LEN + PLACED_LEN;
-                buf.read(*offset, &mut out[at..at + len])?;
+                if local.is_none() {
+                    let at = HEADER_LEN + PLACED_LEN;
+                    buf.read(*offset, &mut out[at..at + len])?;
+                }
             }
         }
         Ok(())
@@ -405,7 +413,7 @@ pub struct Rail {
     free_send: Vec<u32>,
     /// Per send slot: the frame's token, its length and, for a placed chunk, the chunk's
     /// bytes (behind the frame in the slot).
-    in_flight: Vec<Option<(u64, u32, u32)>>,
+    in_flight: Vec<Option<(u64, u32, Option<FrameBody>)>>,
     sent: u64,
     freed: u64,
     reported: u64,
@@ -752,8 +760,11 @@ impl Rail {
     /// Whether `body` can be posted now: [`Rail::can_post`], and a placed chunk fits a send
     /// slot and has an rkey for this rail.
     pub fn can_post_body(&self, body: &FrameBody) -> bool {
-        if let FrameBody::Placed { rkeys, .. } = body {
-            if body.slot_len() > self.slot_stride() || self.index >= rkeys.len() {
+        if let FrameBody::Placed { rkeys, local, .. } = body {
+            if body.slot_len() > self.slot_stride()
+                || self.index >= rkeys.len()
+                || local.as_ref().is_some_and(|l| self.index >= l.keys.len())
+            {
                 return false;
             }
         }
@@ -768,6 +779,7 @@ impl Rail {
             len,
             remote_va,
             rkeys,
+            local,
             ..
         } = body
         else {
@@ -802,10 +814,17 @@ impl Rail {
                 remote_addr: *remote_va,
                 rkey: rkeys[self.index],
             },
-            vec![Sge {
-                addr: base + frame_len as u64,
-                length: *len as u32,
-                lkey: self.send_mr.lkey(),
+            vec![match local {
+                Some(l) => Sge {
+                    addr: l.va,
+                    length: *len as u32,
+                    lkey: l.keys[self.index],
+                },
+                None => Sge {
+                    addr: base + frame_len as u64,
+                    length: *len as u32,
+                    lkey: self.send_mr.lkey(),
+                },
             }],
         );
         write.signaled = false;
@@ -823,7 +842,7 @@ impl Rail {
             self.fail(format!("posting a placed chunk failed: {e}"));
             return Err(self.failed.clone().expect("just failed"));
         }
-        self.in_flight[slot as usize] = Some((token, frame_len as u32, *len as u32));
+        self.in_flight[slot as usize] = Some((token, frame_len as u32, Some(body.clone())));
         self.sent += 1;
         self.nic
             .counters
@@ -878,7 +897,7 @@ impl Rail {
             self.fail(format!("posting a SEND failed: {e}"));
             return Err(self.failed.clone().expect("just failed"));
         }
-        self.in_flight[slot as usize] = Some((token, len as u32, 0));
+        self.in_flight[slot as usize] = Some((token, len as u32, None));
         self.sent += 1;
         let data = if kind == FrameKind::Data {
             (len - HEADER_LEN) as u64
@@ -987,7 +1006,7 @@ impl Rail {
 
     /// After a failure: the frames that were in flight, as `(token, bytes)`, read back from
     /// their send slots (the QP is in ERR and sends nothing more). Each is handed back once.
-    pub fn take_failed_frames(&mut self) -> Vec<(u64, Vec<u8>)> {
+    pub fn take_failed_frames(&mut self) -> Vec<(u64, FrameBody)> {
         if self.failed.is_none() {
             return Vec::new();
         }
@@ -995,17 +1014,29 @@ impl Rail {
         for slot in 0..self.in_flight.len() {
             if let Some((token, len, placed)) = self.in_flight[slot].take() {
                 let off = slot * self.slot_stride();
+                if let Some(FrameBody::Placed {
+                    mut header,
+                    buf,
+                    offset,
+                    len,
+                    ..
+                }) = placed
+                {
+                    // A placed chunk goes again as a plain DATA frame, without the flag
+                    // (whether the WRITE landed is unknown; the copy lands the bytes anyway).
+                    header[1] &= !FLAG_PLACED;
+                    let chunk = FrameBody::Chunk {
+                        header,
+                        buf,
+                        offset,
+                        len,
+                    };
+                    out.push((token, chunk));
+                    continue;
+                }
                 let mut v = vec![0u8; len as usize];
                 let _ = self.send_mr.read(off, &mut v);
-                if placed > 0 {
-                    // A placed chunk goes again as a plain DATA frame: its bytes, no flag
-                    // (whether the WRITE landed is unknown; the copy lands them anyway).
-                    v.truncate(HEADER_LEN);
-                    v[1] &= !FLAG_PLACED;
-                    v.resize(HEADER_LEN + placed as usize, 0);
-                    let _ = self.send_mr.read(off + len as usize, &mut v[HEADER_LEN..]);
-                }
-                out.push((token, v));
+                out.push((token, FrameBody::Bytes(v)));
             }
         }
         out

@@ -141,11 +141,8 @@ impl RailSet {
         for o in queued.into_iter().rev() {
             self.shared.push_front(o);
         }
-        for (token, bytes) in frames.into_iter().rev() {
-            self.shared.push_front(Out {
-                token,
-                body: FrameBody::Bytes(bytes),
-            });
+        for (token, body) in frames.into_iter().rev() {
+            self.shared.push_front(Out { token, body });
         }
         let text = self.rails[i]
             .failure()

@@ -52,14 +52,15 @@ pub struct RecvBuf {
     pub tag: i32,
 }
 
-/// Where a receive buffer lies in the receiver's registered memory: what its CTS announces
-/// so that the sender can RDMA WRITE into it.
+/// Where a buffer lies in registered memory: a receive's (what its CTS announces so that the
+/// sender can RDMA WRITE into it), or a send's (where the sender's WRITEs gather from).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
-    /// Virtual address of the buffer's first posted byte (RETH VA).
+    /// Virtual address of the buffer's first byte (RETH VA; a send's SGE address).
     pub va: u64,
-    /// The region's rkey on each rail of the connection, in rail order.
-    pub rkeys: Arc<[u32]>,
+    /// The region's key on each rail of the connection, in rail order: the rkey of a
+    /// receive's memory, the lkey of a send's (the soft provider's keys are both).
+    pub keys: Arc<[u32]>,
 }
 
 /// Bytes of message data a connection end moved, by path.
@@ -73,6 +74,9 @@ pub struct PlacementStats {
     pub sent_placed: u64,
     /// Sent bytes in DATA frames.
     pub sent_copied: u64,
+    /// Of `sent_placed`, the bytes WRITTEN straight from memory registered on this end (not
+    /// copied into a send slot first).
+    pub sent_from_registration: u64,
 }
 
 #[derive(Debug)]
@@ -90,6 +94,9 @@ enum SendStatus {
 #[derive(Debug)]
 struct SendState {
     buf: Buffer,
+    /// The send's bytes in memory registered on this end: placed chunks are WRITTEN from
+    /// there instead of from a send slot.
+    local: Option<Placement>,
     offset: usize,
     len: usize,
     tag: i32,
@@ -228,6 +235,22 @@ impl Tagged {
         len: usize,
         tag: i32,
     ) -> Result<Option<u64>, MeshError> {
+        self.isend_registered(buf, offset, len, tag, None)
+    }
+
+    /// [`Tagged::isend`] of bytes that also lie in memory registered on this end (`local`:
+    /// the address of the send's first byte and the lkey per rail): chunks placed into the
+    /// receiver's memory are RDMA WRITTEN straight from there (no copy into a send slot).
+    ///
+    /// Errors: as [`Tagged::isend`].
+    pub fn isend_registered(
+        &mut self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+        local: Option<Placement>,
+    ) -> Result<Option<u64>, MeshError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -241,6 +264,7 @@ impl Tagged {
             id,
             SendState {
                 buf: buf.clone(),
+                local: local.filter(|l| l.keys.len() == self.rails),
                 offset,
                 len,
                 tag,
@@ -294,8 +318,8 @@ impl Tagged {
                 places
                     .get(i)
                     .and_then(Option::as_ref)
-                    .filter(|p| self.placement && p.rkeys.len() == self.rails && p.va != 0)
-                    .map(|p| (p.va, &p.rkeys[..]))
+                    .filter(|p| self.placement && p.keys.len() == self.rails && p.va != 0)
+                    .map(|p| (p.va, &p.keys[..]))
             })
             .collect();
         let cts = cts_frame_placed(seq, &entries, &places, self.rails);
@@ -397,7 +421,11 @@ impl Tagged {
                                     offset: s.offset + c.offset,
                                     len: c.len,
                                     remote_va: p.va + c.offset as u64,
-                                    rkeys: p.rkeys.clone(),
+                                    rkeys: p.keys.clone(),
+                                    local: s.local.as_ref().map(|l| Placement {
+                                        va: l.va + c.offset as u64,
+                                        keys: l.keys.clone(),
+                                    }),
                                 }
                             }
                             None => FrameBody::Chunk {
@@ -411,6 +439,9 @@ impl Tagged {
                     }
                     if placed {
                         self.stats.sent_placed += s.len as u64;
+                        if s.local.is_some() {
+                            self.stats.sent_from_registration += s.len as u64;
+                        }
                     } else {
                         self.stats.sent_copied += s.len as u64;
                     }
@@ -480,7 +511,7 @@ impl Tagged {
                             .filter(|(_, keys)| keys.len() == rails)
                             .map(|(va, keys)| Placement {
                                 va,
-                                rkeys: keys.into(),
+                                keys: keys.into(),
                             }),
                     })
                     .collect();
@@ -689,6 +720,7 @@ mod test {
                     len,
                     remote_va,
                     rkeys,
+                    ..
                 } => {
                     assert_eq!(rkeys[..], [7, 8]);
                     let mut chunk = vec![0u8; *len];
@@ -723,7 +755,7 @@ mod test {
         let mem = Buffer::new(400_000);
         let place = Placement {
             va: 0x1000 + 100,
-            rkeys: vec![7, 8].into(),
+            keys: vec![7, 8].into(),
         };
         let seq = r
             .irecv_placed(

@@ -9,12 +9,15 @@
 //!   bytes nor reads a receive's. The plugin ends the loan ([`rdmesh_host::mesh::Buffer::release`])
 //!   before `test` reports done, when the request fails, and when `closeSend`/`closeRecv`
 //!   frees a request still in flight.
-//! - **A registration** ([`lend_registered`], `regMr` on a receive comm): registered memory
-//!   stays allocated until `deregMr`, and the soft provider reaches it only for RDMA WRITEs
-//!   of a sender into a receive posted in it (between that `irecv` and the `test` that
-//!   reports it done: the sender writes only after the receive's CTS, and the receive
-//!   completes only after every chunk's placed DATA frame, which RC orders behind its
-//!   WRITE). `deregMr` deregisters the regions, which ends the loan under each region's lock.
+//! - **A registration** ([`lend_registered`], `regMr`): registered memory stays allocated
+//!   until `deregMr`. On a receive comm the soft provider writes it only for RDMA WRITEs of
+//!   a sender into a receive posted in it (between that `irecv` and the `test` that reports
+//!   it done: the sender writes only after the receive's CTS, and the receive completes only
+//!   after every chunk's placed DATA frame, which RC orders behind its WRITE). On a send comm
+//!   it reads it only for the WRITEs of a send from it (between that `isend` and the `test`
+//!   that reports it done: the SEND that follows each WRITE on its QP completes after the
+//!   WRITE is acknowledged, and nothing is resent after that). `deregMr` deregisters the
+//!   regions, which ends the loan under each region's lock.
 //!
 //! Both reach the memory one range at a time ([`NcclMemory`] overrides the ranged methods):
 //! a Rust slice only ever covers the bytes one copy or one WRITE touches, so the mesh copying
@@ -85,6 +88,10 @@ impl ExternalMemory for NcclMemory {
 
     fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
         self.slice_mut(offset, len)
+    }
+
+    fn range(&mut self, offset: usize, len: usize) -> &[u8] {
+        self.slice(offset, len)
     }
 }
 
