@@ -202,6 +202,7 @@ impl ConnShared {
         // Placement needs the receiver's rails to be the sender's: a direct connection.
         if config.placement && route.via.is_empty() {
             tagged.set_placement(rails.rails().len());
+            tagged.set_placed_chunk(config.placed_chunk);
         }
         Arc::new(ConnShared {
             core: Mutex::new(Conn {

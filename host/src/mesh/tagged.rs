@@ -153,6 +153,8 @@ pub struct Tagged {
     placement: bool,
     /// Rails of the connection (the length of a placement's rkey list).
     rails: usize,
+    /// Largest chunk WRITTEN straight from registered memory, bytes.
+    placed_chunk: usize,
     stats: PlacementStats,
 }
 
@@ -175,6 +177,7 @@ impl Tagged {
             failed: None,
             placement: false,
             rails: 0,
+            placed_chunk: DATA_CHUNK,
             stats: PlacementStats::default(),
         }
     }
@@ -184,6 +187,12 @@ impl Tagged {
     pub fn set_placement(&mut self, rails: usize) {
         self.placement = rails > 0;
         self.rails = rails;
+    }
+
+    /// Largest chunk, bytes, of a send WRITTEN straight from registered memory (no send slot
+    /// limits it; at least [`DATA_CHUNK`]).
+    pub fn set_placed_chunk(&mut self, bytes: usize) {
+        self.placed_chunk = bytes.max(DATA_CHUNK);
     }
 
     /// Bytes moved so far, by path.
@@ -398,9 +407,15 @@ impl Tagged {
                 self.outbox
                     .push((None, NO_TOKEN, FrameBody::Bytes(abort.to_vec())));
             } else {
-                let chunks = stripe::plan(s.len, &self.live, self.stripe_min, DATA_CHUNK);
                 let place = place.filter(|_| self.placement && s.len > 0);
                 let placed = place.is_some();
+                // A chunk WRITTEN from registered memory needs no send slot: larger chunks.
+                let max_chunk = if placed && s.local.is_some() {
+                    self.placed_chunk
+                } else {
+                    DATA_CHUNK
+                };
+                let chunks = stripe::plan(s.len, &self.live, self.stripe_min, max_chunk);
                 if chunks.is_empty() {
                     // No rail left: the connection fails in this same progress step.
                     s.status = SendStatus::Failed(self.failed.clone().unwrap_or_else(|| {

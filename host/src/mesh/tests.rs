@@ -584,6 +584,8 @@ fn two_rail_nodes(link: u8, a_placement: bool, b_placement: bool) -> (MeshNode, 
             c.progress_threads = 2;
             c.lanes = 2;
             c.placement = placement;
+            // Sends from registered memory WRITE up to 1 MiB at once.
+            c.placed_chunk = 1 << 20;
         }
     };
     let a = node_with(
