@@ -242,8 +242,9 @@ fn comm_id(key: usize) -> Result<u64> {
     }
 }
 
-/// `regMr(comm, data, size, type)`: host memory only. The range is also registered with every
-/// device of the connection (a region per protection domain,
+/// `regMr(comm, data, size, type)`: host memory only. With direct placement on
+/// (`RDMESH_PLACEMENT=1`; off by default) the range is also registered with every device of
+/// the connection (a region per protection domain,
 /// [`rdmesh_host::mesh::Lend::PerDevice`]): receives posted in it are placed by the sender's
 /// RDMA WRITEs, and sends from it are WRITTEN from it (docs/mesh.md, direct placement); where
 /// that fails the registration only checks ranges and transfers copy.
@@ -265,8 +266,10 @@ pub fn reg_mr(comm: usize, addr: usize, size: usize, ty: i32) -> Result<usize> {
     }
     let make = || crate::export::memory::lend_registered(addr, size);
     let lend = rdmesh_host::mesh::Lend::PerDevice(&make);
+    // Direct placement off (RDMESH_PLACEMENT=0, the default): the range is only checked.
+    let placement = state::current().is_ok_and(|p| p.config.mesh.placement);
     let reg = match state::lookup(comm, "comm")? {
-        o @ (Object::Recv(_) | Object::Send(_)) if size > 0 => {
+        o @ (Object::Recv(_) | Object::Send(_)) if size > 0 && placement => {
             let r = match &o {
                 Object::Recv(r) => r.comm.register(lend),
                 Object::Send(s) => s.comm.register(lend),
@@ -505,6 +508,23 @@ pub fn close(comm: usize, kind: &str) -> Result<()> {
     if !ok {
         state::register(o);
         return Err(PluginError::internal(format!("{comm:#x} is not a {kind}")));
+    }
+    let stats = match &o {
+        Object::Send(s) => Some(s.comm.placement_stats()),
+        Object::Recv(r) => Some(r.comm.placement_stats()),
+        _ => None,
+    };
+    if let Some(st) = stats.filter(|s| s.placed + s.sent_placed > 0) {
+        info!(
+            NCCL_NET,
+            "closing a {kind}: {} bytes placed directly and {} copied on receipt; {} bytes sent \
+             as placed chunks ({} from registered memory) and {} in DATA frames",
+            st.placed,
+            st.copied,
+            st.sent_placed,
+            st.sent_from_registration,
+            st.sent_copied
+        );
     }
     if let Some(id) = id {
         let n = state::drop_requests_of(id);

@@ -720,7 +720,7 @@ fn v9_table_transfers_with_size_t_sizes() {
     crate::state::release();
 }
 
-/// `regMr` on a receive comm registers the range with the connection's devices: receives
+/// With `RDMESH_PLACEMENT=1`, `regMr` registers the range with the connection's devices: receives
 /// posted in it with the mhandle are RDMA WRITTEN by the sender (two lanes on two progress
 /// shards, so two protection domains and two loans of the region), byte-exact; a receive
 /// without the mhandle still copies; `deregMr` ends the registration.
@@ -730,6 +730,7 @@ fn v11_receives_into_registered_memory_are_placed_directly() {
     std::env::set_var("RDMESH_NICS", "lo=127.0.96.1/24@25");
     std::env::set_var("RDMESH_PROGRESS_THREADS", "2");
     std::env::set_var("RDMESH_LANES", "2");
+    std::env::set_var("RDMESH_PLACEMENT", "1");
     let n = &ncclNetPlugin_v11;
     let mut ctx = null_mut();
     let mut cfg = ncclNetCommConfig_t { traffic_class: -1 };
@@ -737,6 +738,7 @@ fn v11_receives_into_registered_memory_are_placed_directly() {
     unsafe { ok(n.init.unwrap()(&mut ctx, 0x77, &mut cfg, logger(), None)) };
     std::env::remove_var("RDMESH_PROGRESS_THREADS");
     std::env::remove_var("RDMESH_LANES");
+    std::env::remove_var("RDMESH_PLACEMENT");
     let (sc, rc) = connect_v11(ctx);
     let stats = || match crate::state::lookup(rc as usize, "receive comm").unwrap() {
         crate::state::Object::Recv(r) => r.comm.placement_stats(),

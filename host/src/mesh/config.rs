@@ -59,10 +59,12 @@ pub struct MeshConfig {
     pub lanes: usize,
     /// Striping threshold, bytes (`RDMESH_STRIPE_MIN`).
     pub stripe_min: usize,
-    /// Direct placement (`RDMESH_PLACEMENT`, `1` (default) or `0`): on a direct connection a
+    /// Direct placement (`RDMESH_PLACEMENT`, `0` (default) or `1`): on a direct connection a
     /// receive into registered memory ([`crate::mesh::RecvComm::register`]) is announced with
     /// its address and rkeys, and sends into such receives are RDMA WRITTEN into place
     /// ([`crate::mesh::tagged`]). `0` keeps the copy path on both sides (as an older peer).
+    /// Off by default until it is measured faster than the copy path: on the loopback NCCL
+    /// harness it was slower (docs/mesh.md).
     pub placement: bool,
     /// Largest chunk of a send RDMA WRITTEN straight from registered memory, bytes
     /// (`RDMESH_PLACED_CHUNK`, a multiple of 64 KiB up to 16 MiB; default 64 KiB, a DATA
@@ -98,7 +100,7 @@ impl Default for MeshConfig {
             progress_threads: default_progress_threads(),
             lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
-            placement: true,
+            placement: false,
             placed_chunk: crate::mesh::rail::DATA_CHUNK,
             timing: QpTiming {
                 timeout: 16,
