@@ -514,11 +514,21 @@ pub fn close(comm: usize, kind: &str) -> Result<()> {
         Object::Recv(r) => Some(r.comm.placement_stats()),
         _ => None,
     };
-    if let Some(st) = stats.filter(|s| s.placed + s.sent_placed > 0) {
+    if let Some(st) = stats.filter(|s| s.placed + s.sent_placed + s.copied + s.sent_copied > 0) {
+        // the node's transport counters so far, next to the placement counters
+        let (retx, timeouts) = state::current().map_or((0, 0), |p| {
+            p.node.nic_counters().iter().fold((0, 0), |a, n| {
+                (
+                    a.0 + n.counters.retransmitted_packets,
+                    a.1 + n.counters.ack_timeouts,
+                )
+            })
+        });
         info!(
             NCCL_NET,
             "closing a {kind}: {} bytes placed directly and {} copied on receipt; {} bytes sent \
-             as placed chunks ({} from registered memory) and {} in DATA frames",
+             as placed chunks ({} from registered memory) and {} in DATA frames; node: {retx} \
+             packets retransmitted, {timeouts} ACK timeouts",
             st.placed,
             st.copied,
             st.sent_placed,
