@@ -2,10 +2,11 @@
 //! the memory NCCL registers with `regMr`).
 //!
 //! A [`Buffer`] is shared: the application keeps a handle while a request is in flight, and the
-//! transport copies into or out of it (under its lock) as frames arrive or rails have room. The
-//! soft provider cannot register one buffer with the protection domains of several NICs, so
-//! the transport stages each chunk through the rail's registered slots and places received
-//! chunks in the buffer at their offsets (reassembly in place).
+//! transport copies into or out of it (under its lock) as frames arrive or rails have room:
+//! each chunk is staged through the rail's registered slots and received chunks are placed in
+//! the buffer at their offsets (reassembly in place). Memory registered with a connection
+//! ([`crate::mesh::comm::Registration`], direct placement) skips the slots: the peer RDMA
+//! WRITES into it, or sends are WRITTEN from it.
 //!
 //! The bytes are either the buffer's own (`Buffer::new`, `Buffer::from_vec`) or memory the
 //! application lends for the life of a request ([`Buffer::external`], the NCCL plugin's

@@ -9,6 +9,11 @@
 //! word, so credits never consume a receive WQE and never deadlock. The receiver-not-ready
 //! retry (`rnr_retry` 7) stays as a backstop.
 //!
+//! A placed chunk ([`FrameBody::Placed`], direct placement) is an unsignaled RDMA WRITE into the
+//! receiver's registered memory (gathered from the send slot, or from memory registered on this
+//! end) followed by the SEND of its payload-less DATA frame from the same slot, so it takes one
+//! slot and one credit like a DATA frame.
+//!
 //! A failed work completion (no ACK after `retry_cnt` retries: link down, peer gone) fails the
 //! rail: its QP is moved to ERR, the frames it had in flight are handed back (read out of their
 //! send slots) so the rail set can send them on another rail, and the error names the link. An
