@@ -40,14 +40,18 @@ pub struct RecvC {
     pub id: u64,
 }
 
-/// A memory registration (`regMr`'s `mhandle`): host memory needs no pinning here, so it is
-/// the range, checked against every transfer that names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A memory registration (`regMr`'s `mhandle`): the range, checked against every transfer
+/// that names it, and on a receive comm the range registered with the connection's devices
+/// (direct placement: senders RDMA WRITE receives posted in it; `None` where registering
+/// failed or on a send comm, which copies).
+#[derive(Debug)]
 pub struct Mr {
     /// Start address.
     pub addr: usize,
     /// Length, bytes.
     pub size: usize,
+    /// The mesh registration (deregistered when the last handle drops: `deregMr`).
+    pub reg: Option<rdmesh_host::mesh::Registration>,
 }
 
 impl Mr {

@@ -242,7 +242,12 @@ fn comm_id(key: usize) -> Result<u64> {
     }
 }
 
-/// `regMr(comm, data, size, type)`: host memory only.
+/// `regMr(comm, data, size, type)`: host memory only. With direct placement on
+/// (`RDMESH_PLACEMENT=1`; off by default) the range is also registered with every device of
+/// the connection (a region per protection domain,
+/// [`rdmesh_host::mesh::Lend::PerDevice`]): receives posted in it are placed by the sender's
+/// RDMA WRITEs, and sends from it are WRITTEN from it (docs/mesh.md, direct placement); where
+/// that fails the registration only checks ranges and transfers copy.
 ///
 /// Errors: `ncclInvalidUsage` for CUDA (or any non-host) memory: rdmesh reports
 /// `ptrSupport` = HOST, so NCCL stages GPU data through host buffers; an unknown comm.
@@ -259,7 +264,40 @@ pub fn reg_mr(comm: usize, addr: usize, size: usize, ty: i32) -> Result<usize> {
             "regMr of {size} bytes at NULL"
         )));
     }
-    Ok(state::register(Object::Mr(Arc::new(Mr { addr, size }))))
+    let make = || crate::export::memory::lend_registered(addr, size);
+    let lend = rdmesh_host::mesh::Lend::PerDevice(&make);
+    // Direct placement off (RDMESH_PLACEMENT=0, the default): the range is only checked.
+    let placement = state::current().is_ok_and(|p| p.config.mesh.placement);
+    let reg = match state::lookup(comm, "comm")? {
+        o @ (Object::Recv(_) | Object::Send(_)) if size > 0 && placement => {
+            let r = match &o {
+                Object::Recv(r) => r.comm.register(lend),
+                Object::Send(s) => s.comm.register(lend),
+                _ => unreachable!("matched above"),
+            };
+            match r {
+                Ok(reg) => Some(reg),
+                Err(e) => {
+                    info!(
+                        NCCL_NET,
+                        "regMr of {size} bytes: no direct placement ({e}); transfers copy"
+                    );
+                    None
+                }
+            }
+        }
+        Object::Send(_) | Object::Recv(_) => None,
+        _ => {
+            return Err(PluginError::internal(format!(
+                "{comm:#x} is not a send or receive comm"
+            )))
+        }
+    };
+    Ok(state::register(Object::Mr(Arc::new(Mr {
+        addr,
+        size,
+        reg,
+    }))))
 }
 
 /// `deregMr(comm, mhandle)`. The comm is not looked up: a registration does not depend on it,
@@ -278,12 +316,13 @@ pub fn dereg_mr(_comm: usize, mhandle: usize) -> Result<()> {
     }
 }
 
-fn check_mr(mhandle: usize, addr: usize, len: usize) -> Result<()> {
+/// The registration `mhandle` names (`None` for 0), checked to cover `[addr, addr + len)`.
+fn check_mr(mhandle: usize, addr: usize, len: usize) -> Result<Option<Arc<Mr>>> {
     if mhandle == 0 {
-        return Ok(());
+        return Ok(None);
     }
     match state::lookup(mhandle, "memory handle")? {
-        Object::Mr(m) if m.covers(addr, len) => Ok(()),
+        Object::Mr(m) if m.covers(addr, len) => Ok(Some(m)),
         Object::Mr(m) => Err(PluginError::internal(format!(
             "buffer {addr:#x} + {len} bytes lies outside its registration {:#x} + {} bytes",
             m.addr, m.size
@@ -319,9 +358,13 @@ pub fn isend(
             "isend of {size} bytes from NULL"
         )));
     }
-    check_mr(mhandle, addr, size)?;
+    let mr = check_mr(mhandle, addr, size)?;
+    let reg = mr
+        .as_ref()
+        .and_then(|m| m.reg.as_ref())
+        .map(|r| (r, addr as u64));
     let buf = crate::export::memory::lend(addr, size);
-    match s.comm.isend(&buf, 0, size, tag) {
+    match s.comm.isend_registered(&buf, 0, size, tag, reg) {
         Ok(None) => {
             buf.release();
             Ok(None)
@@ -377,8 +420,22 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
                 b.size
             )));
         }
-        check_mr(b.mhandle, b.addr, b.size)?;
     }
+    let mrs = bufs
+        .iter()
+        .map(|b| check_mr(b.mhandle, b.addr, b.size))
+        .collect::<Result<Vec<_>>>()?;
+    // Buffers in memory registered with this connection are announced for placement.
+    let regs: Vec<_> = mrs
+        .iter()
+        .zip(bufs)
+        .map(|(m, b)| {
+            m.as_ref()
+                .and_then(|m| m.reg.as_ref())
+                .filter(|_| b.size > 0)
+                .map(|reg| (reg, b.addr as u64))
+        })
+        .collect();
     let lent: Vec<Buffer> = bufs
         .iter()
         .map(|b| crate::export::memory::lend(b.addr, b.size))
@@ -394,7 +451,7 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
         })
         .collect();
     let release = |lent: &[Buffer]| lent.iter().for_each(Buffer::release);
-    match r.comm.irecv(&rb) {
+    match r.comm.irecv_registered(&rb, &regs) {
         Ok(None) => {
             release(&lent);
             Ok(None)
@@ -451,6 +508,33 @@ pub fn close(comm: usize, kind: &str) -> Result<()> {
     if !ok {
         state::register(o);
         return Err(PluginError::internal(format!("{comm:#x} is not a {kind}")));
+    }
+    let stats = match &o {
+        Object::Send(s) => Some(s.comm.placement_stats()),
+        Object::Recv(r) => Some(r.comm.placement_stats()),
+        _ => None,
+    };
+    if let Some(st) = stats.filter(|s| s.placed + s.sent_placed + s.copied + s.sent_copied > 0) {
+        // the node's transport counters so far, next to the placement counters
+        let (retx, timeouts) = state::current().map_or((0, 0), |p| {
+            p.node.nic_counters().iter().fold((0, 0), |a, n| {
+                (
+                    a.0 + n.counters.retransmitted_packets,
+                    a.1 + n.counters.ack_timeouts,
+                )
+            })
+        });
+        info!(
+            NCCL_NET,
+            "closing a {kind}: {} bytes placed directly and {} copied on receipt; {} bytes sent \
+             as placed chunks ({} from registered memory) and {} in DATA frames; node: {retx} \
+             packets retransmitted, {timeouts} ACK timeouts",
+            st.placed,
+            st.copied,
+            st.sent_placed,
+            st.sent_from_registration,
+            st.sent_copied
+        );
     }
     if let Some(id) = id {
         let n = state::drop_requests_of(id);

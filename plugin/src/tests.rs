@@ -719,3 +719,108 @@ fn v9_table_transfers_with_size_t_sizes() {
     }
     crate::state::release();
 }
+
+/// With `RDMESH_PLACEMENT=1`, `regMr` registers the range with the connection's devices: receives
+/// posted in it with the mhandle are RDMA WRITTEN by the sender (two lanes on two progress
+/// shards, so two protection domains and two loans of the region), byte-exact; a receive
+/// without the mhandle still copies; `deregMr` ends the registration.
+#[test]
+fn v11_receives_into_registered_memory_are_placed_directly() {
+    let _g = setup();
+    std::env::set_var("RDMESH_NICS", "lo=127.0.96.1/24@25");
+    std::env::set_var("RDMESH_PROGRESS_THREADS", "2");
+    std::env::set_var("RDMESH_LANES", "2");
+    std::env::set_var("RDMESH_PLACEMENT", "1");
+    let n = &ncclNetPlugin_v11;
+    let mut ctx = null_mut();
+    let mut cfg = ncclNetCommConfig_t { traffic_class: -1 };
+    // SAFETY: valid out-parameters and config.
+    unsafe { ok(n.init.unwrap()(&mut ctx, 0x77, &mut cfg, logger(), None)) };
+    std::env::remove_var("RDMESH_PROGRESS_THREADS");
+    std::env::remove_var("RDMESH_LANES");
+    std::env::remove_var("RDMESH_PLACEMENT");
+    let (sc, rc) = connect_v11(ctx);
+    let stats = || match crate::state::lookup(rc as usize, "receive comm").unwrap() {
+        crate::state::Object::Recv(r) => r.comm.placement_stats(),
+        _ => unreachable!(),
+    };
+    let slot = 4 << 20;
+    let sizes = [3 << 20, 1, 65_537, (2 << 20) + 5];
+    let mut region = vec![0xeeu8; slot * sizes.len()];
+    let mut mh = null_mut();
+    // SAFETY: region is live host memory until after deregMr below.
+    unsafe {
+        ok(n.reg_mr.unwrap()(
+            rc,
+            region.as_mut_ptr().cast(),
+            region.len(),
+            NCCL_PTR_HOST,
+            &mut mh,
+        ))
+    };
+    let srcs: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| pattern(s, 200 + i as u32))
+        .collect();
+    // The sends come from memory registered on the send comm too.
+    let mut sregion = vec![0u8; slot * sizes.len()];
+    for (i, src) in srcs.iter().enumerate() {
+        sregion[i * slot..i * slot + src.len()].copy_from_slice(src);
+    }
+    let mut smh = null_mut();
+    // SAFETY: sregion is live host memory until after deregMr below.
+    unsafe {
+        ok(n.reg_mr.unwrap()(
+            sc,
+            sregion.as_mut_ptr().cast(),
+            sregion.len(),
+            NCCL_PTR_HOST,
+            &mut smh,
+        ))
+    };
+    let rr: Vec<*mut c_void> = region
+        .chunks_mut(slot)
+        .map(|d| irecv(rc, &mut [d], &[4], mh))
+        .collect();
+    let ss: Vec<*mut c_void> = sregion
+        .chunks_mut(slot)
+        .zip(&sizes)
+        .map(|(s, &len)| isend(sc, &mut s[..len], 4, smh))
+        .collect();
+    for (i, (r, s)) in rr.into_iter().zip(ss).enumerate() {
+        assert_eq!(wait(s, 1), vec![sizes[i] as c_int]);
+        assert_eq!(wait(r, 1), vec![sizes[i] as c_int]);
+    }
+    for (i, src) in srcs.iter().enumerate() {
+        let got = &region[i * slot..(i + 1) * slot];
+        assert!(got[..src.len()] == src[..], "bytes of message {i}");
+        assert!(got[src.len()..].iter().all(|&b| b == 0xee), "past {i}");
+    }
+    let total: usize = sizes.iter().sum();
+    let st = stats();
+    assert_eq!((st.placed, st.copied), (total as u64, 0), "{st:?}");
+    let sent = match crate::state::lookup(sc as usize, "send comm").unwrap() {
+        crate::state::Object::Send(s) => s.comm.placement_stats(),
+        _ => unreachable!(),
+    };
+    assert_eq!(sent.sent_from_registration, total as u64, "{sent:?}");
+    // Without the mhandle: copied.
+    let mut src = pattern(100_000, 9);
+    let mut dst = vec![0u8; 100_000];
+    let r = irecv(rc, &mut [&mut dst[..]], &[4], null_mut());
+    let s = isend(sc, &mut src, 4, null_mut());
+    wait(s, 1);
+    wait(r, 1);
+    assert_eq!(dst, src);
+    assert_eq!(stats().copied, 100_000);
+    // SAFETY: live comms and handle.
+    unsafe {
+        ok(n.dereg_mr.unwrap()(rc, mh));
+        ok(n.dereg_mr.unwrap()(sc, smh));
+        ok(n.close_recv.unwrap()(rc));
+        ok(n.close_send.unwrap()(sc));
+        ok(n.finalize.unwrap()(ctx));
+    }
+    drop((region, sregion));
+}

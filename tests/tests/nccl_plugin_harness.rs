@@ -81,7 +81,7 @@ fn plugin() -> PathBuf {
 }
 
 /// Runs one scenario for the given ABI versions, bounded in time; prints what it did and
-/// returns the harness's stdout.
+/// returns the harness's stdout followed by its stderr (the plugin's log lines).
 fn scenario(name: &str, versions: &str, limit_s: u64) -> Option<String> {
     scenario_with(name, versions, limit_s, Some(RANK_ENV))
 }
@@ -137,7 +137,8 @@ fn scenario_full(
         !stdout.contains("FAIL"),
         "scenario {name}: a FAIL line:\n{stdout}"
     );
-    Some(stdout)
+    // the harness's report, then the plugin's log lines (stderr)
+    Some(format!("{stdout}\n{stderr}"))
 }
 
 #[test]
@@ -277,6 +278,45 @@ fn scenarios_with_progress_shards_and_lanes() {
     }
     for name in [
         "sizes",
+        "smaller",
+        "grouped",
+        "inflight",
+        "threads",
+        "close_inflight",
+        "oversize",
+        "ring",
+    ] {
+        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
+    }
+}
+
+/// The scenarios with direct placement on (`RDMESH_PLACEMENT=1`: `regMr`'d receives are RDMA
+/// WRITTEN by the sender, from `regMr`'d send buffers), over two lanes on two shards: every
+/// byte and size is checked as with the copy path, and closing with placed transfers in
+/// flight writes nothing into NCCL's buffers after close.
+#[test]
+fn scenarios_with_direct_placement() {
+    let env = [
+        ("RDMESH_PLACEMENT", "1"),
+        ("RDMESH_PROGRESS_THREADS", "2"),
+        ("RDMESH_LANES", "2"),
+    ];
+    if let Some(out) = scenario_full("sizes", "12", 600, Some(RANK_ENV), &env) {
+        // the plugin's closing summary: received bytes were placed, sent ones written from
+        // registered memory
+        assert!(
+            out.lines().any(|l| l.contains("closing a receive comm")
+                && !l.contains(": 0 bytes placed directly")),
+            "no bytes placed directly:\n{out}"
+        );
+        assert!(
+            out.lines().any(|l| l.contains("closing a send comm")
+                && l.contains("from registered memory")
+                && !l.contains("(0 from registered memory)")),
+            "no bytes sent from registered memory:\n{out}"
+        );
+    }
+    for name in [
         "smaller",
         "grouped",
         "inflight",

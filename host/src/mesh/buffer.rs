@@ -2,16 +2,22 @@
 //! the memory NCCL registers with `regMr`).
 //!
 //! A [`Buffer`] is shared: the application keeps a handle while a request is in flight, and the
-//! transport copies into or out of it (under its lock) as frames arrive or rails have room. The
-//! soft provider cannot register one buffer with the protection domains of several NICs, so
-//! the transport stages each chunk through the rail's registered slots and places received
-//! chunks in the buffer at their offsets (reassembly in place).
+//! transport copies into or out of it (under its lock) as frames arrive or rails have room:
+//! each chunk is staged through the rail's registered slots and received chunks are placed in
+//! the buffer at their offsets (reassembly in place). Memory registered with a connection
+//! ([`crate::mesh::comm::Registration`], direct placement) skips the slots: the peer RDMA
+//! WRITES into it, or sends are WRITTEN from it.
 //!
 //! The bytes are either the buffer's own (`Buffer::new`, `Buffer::from_vec`) or memory the
 //! application lends for the life of a request ([`Buffer::external`], the NCCL plugin's
 //! zero-copy path: NCCL's host buffers are read and filled in place). [`Buffer::release`]
 //! ends a loan: once it returns, no access reaches the lent memory again (every access holds
 //! the buffer's lock), and reads and writes fail with [`MeshError::Request`].
+//!
+//! A buffer may also be a view of memory registered with a connection
+//! ([`crate::mesh::comm::Registration::buffer`]): its bytes are the registered region's,
+//! reached through the region (one range per access), which is where a peer RDMA WRITES a
+//! receive's chunks.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,13 +28,42 @@ use crate::mesh::error::{MeshError, Result};
 pub trait ExternalMemory: Send {
     /// The lent bytes. Called only under the buffer's lock and never after
     /// [`Buffer::release`], so the slice never outlives the loan and no two slices of one
-    /// loan exist at once.
+    /// loan exist at once. The transport's copies use [`ExternalMemory::range_mut`]; this is
+    /// for [`Buffer::with`] and [`Buffer::to_vec`].
     fn bytes(&mut self) -> &mut [u8];
+
+    /// Length in bytes (default: `bytes().len()`; override it when the memory may be reached
+    /// by others meanwhile, e.g. registered for RDMA, so that no whole-buffer slice is made).
+    fn len(&mut self) -> usize {
+        self.bytes().len()
+    }
+
+    /// `true` for an empty loan.
+    fn is_empty(&mut self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `offset..offset + len` (in range: the buffer checks), for one copy in or out.
+    /// Same calling rules as [`ExternalMemory::bytes`]. The default slices `bytes()`;
+    /// override it to make a slice over just the range when parts of the memory may be
+    /// written by others meanwhile (a peer's RDMA WRITE into another chunk).
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        &mut self.bytes()[offset..offset + len]
+    }
+
+    /// Bytes `offset..offset + len` to copy out (default: [`ExternalMemory::range_mut`]);
+    /// override it to make a shared slice where others may read the same bytes meanwhile
+    /// (a send's bytes, which the provider may be sending from a registration).
+    fn range(&mut self, offset: usize, len: usize) -> &[u8] {
+        self.range_mut(offset, len)
+    }
 }
 
 enum Backing {
     Owned(Vec<u8>),
     External(Box<dyn ExternalMemory>),
+    /// Registered memory, reached through its region.
+    Region(crate::verbs::MemoryRegion),
     /// A loan that ended; the length it had.
     Released(usize),
 }
@@ -37,8 +72,45 @@ impl Backing {
     fn len(&mut self) -> usize {
         match self {
             Backing::Owned(v) => v.len(),
-            Backing::External(m) => m.bytes().len(),
+            Backing::External(m) => m.len(),
+            Backing::Region(mr) => mr.len(),
             Backing::Released(n) => *n,
+        }
+    }
+
+    /// Copies `data` in at `offset` (range checked by the caller).
+    fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        match self {
+            Backing::External(m) => {
+                m.range_mut(offset, data.len()).copy_from_slice(data);
+                Ok(())
+            }
+            Backing::Region(mr) => mr
+                .write(offset, data)
+                .map_err(|e| MeshError::Request(e.to_string())),
+            _ => {
+                let b = self.bytes()?;
+                b[offset..offset + data.len()].copy_from_slice(data);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies bytes at `offset` out (range checked by the caller).
+    fn read(&mut self, offset: usize, out: &mut [u8]) -> Result<()> {
+        match self {
+            Backing::External(m) => {
+                out.copy_from_slice(m.range(offset, out.len()));
+                Ok(())
+            }
+            Backing::Region(mr) => mr
+                .read(offset, out)
+                .map_err(|e| MeshError::Request(e.to_string())),
+            _ => {
+                let b = self.bytes()?;
+                out.copy_from_slice(&b[offset..offset + out.len()]);
+                Ok(())
+            }
         }
     }
 
@@ -46,6 +118,9 @@ impl Backing {
         match self {
             Backing::Owned(v) => Ok(v),
             Backing::External(m) => Ok(m.bytes()),
+            Backing::Region(_) => Err(MeshError::Request(
+                "a registered buffer is reached through its region".into(),
+            )),
             Backing::Released(n) => Err(MeshError::Request(format!(
                 "the {n}-byte buffer lent to this request was released (its request completed \
                  or its connection closed)"
@@ -73,6 +148,7 @@ impl fmt::Debug for Buffer {
         let kind = match &*b {
             Backing::Owned(_) => "owned",
             Backing::External(_) => "lent",
+            Backing::Region(_) => "registered",
             Backing::Released(_) => "released",
         };
         f.debug_struct("Buffer")
@@ -101,6 +177,13 @@ impl Buffer {
     pub fn external(mem: Box<dyn ExternalMemory>) -> Buffer {
         Buffer {
             bytes: Arc::new(Mutex::new(Backing::External(mem))),
+        }
+    }
+
+    /// A buffer over registered memory: the bytes of `mr`, reached through it.
+    pub(crate) fn region(mr: crate::verbs::MemoryRegion) -> Buffer {
+        Buffer {
+            bytes: Arc::new(Mutex::new(Backing::Region(mr))),
         }
     }
 
@@ -133,10 +216,11 @@ impl Buffer {
     /// released.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         let mut g = self.lock();
-        let b = g.bytes()?;
-        let r = range(offset, data.len(), b.len())?;
-        b[r].copy_from_slice(data);
-        Ok(())
+        if let Backing::Released(_) = &*g {
+            g.bytes()?;
+        }
+        range(offset, data.len(), g.len())?;
+        g.write(offset, data)
     }
 
     /// Copies bytes at `offset` into `out`.
@@ -145,20 +229,28 @@ impl Buffer {
     /// released.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         let mut g = self.lock();
-        let b = g.bytes()?;
-        let r = range(offset, out.len(), b.len())?;
-        out.copy_from_slice(&b[r]);
-        Ok(())
+        if let Backing::Released(_) = &*g {
+            g.bytes()?;
+        }
+        range(offset, out.len(), g.len())?;
+        g.read(offset, out)
     }
 
     /// A copy of the whole buffer (empty once released).
     pub fn to_vec(&self) -> Vec<u8> {
-        self.lock().bytes().map(|b| b.to_vec()).unwrap_or_default()
+        let mut g = self.lock();
+        if let Backing::Region(mr) = &*g {
+            return mr.with(|b| b.to_vec());
+        }
+        g.bytes().map(|b| b.to_vec()).unwrap_or_default()
     }
 
     /// Runs `f` on the bytes while holding the buffer's lock (on no bytes once released).
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         let mut g = self.lock();
+        if let Backing::Region(mr) = &*g {
+            return mr.with(f);
+        }
         match g.bytes() {
             Ok(b) => f(b),
             Err(_) => f(&mut []),

@@ -21,8 +21,8 @@ use crate::mesh::frame::{text_frame, FrameKind};
 use crate::mesh::progress::{Progress, Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
-use crate::mesh::tagged::{RecvBuf, Tagged};
-use crate::verbs::Recovery;
+use crate::mesh::tagged::{Eager, Placement, PlacementStats, RecvBuf, Tagged};
+use crate::verbs::{AccessFlags, LentMemory, MemoryRegion, ProtectionDomain, Recovery};
 
 /// How long a closing connection may take to flush its CLOSE frame.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
@@ -205,15 +205,24 @@ pub(crate) struct ConnShared {
 }
 
 impl ConnShared {
-    /// A connection end over `rails` with the tagged-messaging state `tagged`, probing idle
-    /// rails after `keepalive`.
+    /// A connection end over `rails` with `config`'s settings and the eager sends agreed in
+    /// the handshake.
     pub(crate) fn new(
         rails: RailSet,
         route: Route,
-        tagged: Tagged,
-        keepalive: Duration,
+        peer_label: String,
+        config: &crate::mesh::MeshConfig,
+        eager: Eager,
         driver: Driver,
     ) -> Arc<ConnShared> {
+        let (max_requests, stripe_min, keepalive) =
+            (config.max_requests, config.stripe_min, config.keepalive);
+        let mut tagged = Tagged::new(peer_label, max_requests, stripe_min).with_eager(eager);
+        // Placement needs the receiver's rails to be the sender's: a direct connection.
+        if config.placement && route.via.is_empty() {
+            tagged.set_placement(rails.rails().len());
+            tagged.set_placed_chunk(config.placed_chunk);
+        }
         Arc::new(ConnShared {
             core: Mutex::new(Conn {
                 rails,
@@ -344,14 +353,16 @@ impl Lanes {
         }
     }
 
-    /// Runs `post` on the next lane; the turn moves on when it posted (`Ok(Some)`).
+    /// Runs `post` on the next lane (with its index); the turn moves on when it posted
+    /// (`Ok(Some)`).
     fn post<T>(
         &self,
-        post: impl FnOnce(&Arc<ConnShared>) -> Result<Option<T>>,
+        post: impl FnOnce(usize, &Arc<ConnShared>) -> Result<Option<T>>,
     ) -> Result<Option<(Arc<ConnShared>, T)>> {
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        let lane = &self.lanes[*next % self.lanes.len()];
-        Ok(post(lane)?.map(|v| {
+        let index = *next % self.lanes.len();
+        let lane = &self.lanes[index];
+        Ok(post(index, lane)?.map(|v| {
             *next = (*next + 1) % self.lanes.len();
             (lane.clone(), v)
         }))
@@ -359,6 +370,98 @@ impl Lanes {
 
     fn route(&self) -> &Route {
         &self.lanes[0].route
+    }
+
+    /// Registers memory for every rail of every lane (see [`RecvComm::register`]).
+    fn register(&self, lend: Lend<'_>) -> Result<Registration> {
+        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+        let host = |e: crate::Error| MeshError::Host(format!("registering memory: {e}"));
+        // The PD of each rail, per lane.
+        let pds: Vec<Vec<ProtectionDomain>> = self
+            .lanes
+            .iter()
+            .map(|l| {
+                l.lock()
+                    .rails
+                    .rails()
+                    .iter()
+                    .map(|r| r.pd().clone())
+                    .collect()
+            })
+            .collect();
+        let mut mrs: Vec<MemoryRegion> = Vec::new();
+        let mut keys: Vec<Arc<[u32]>> = Vec::new();
+        match lend {
+            Lend::Once(mem) => {
+                let all: Vec<&ProtectionDomain> = pds.iter().flatten().collect();
+                let mr = ProtectionDomain::register_lent_on(&all, mem, access).map_err(host)?;
+                keys = pds
+                    .iter()
+                    .map(|l| vec![mr.rkey(); l.len()].into())
+                    .collect();
+                mrs.push(mr);
+            }
+            Lend::PerDevice(make) => {
+                // One region per distinct PD.
+                let mut by_pd: Vec<(ProtectionDomain, u32)> = Vec::new();
+                for lane in &pds {
+                    let mut lane_keys = Vec::with_capacity(lane.len());
+                    for pd in lane {
+                        let key = match by_pd.iter().find(|(p, _)| p.same(pd)) {
+                            Some((_, k)) => *k,
+                            None => {
+                                let mr = pd.register_lent(make(), access).map_err(host)?;
+                                let k = mr.rkey();
+                                by_pd.push((pd.clone(), k));
+                                mrs.push(mr);
+                                k
+                            }
+                        };
+                        lane_keys.push(key);
+                    }
+                    keys.push(lane_keys.into());
+                }
+            }
+        }
+        let Some(first) = mrs.first() else {
+            return Err(MeshError::Host(
+                "registering memory: the connection has no rails".into(),
+            ));
+        };
+        if let Some(other) = mrs
+            .iter()
+            .find(|m| (m.addr(), m.len()) != (first.addr(), first.len()))
+        {
+            return Err(MeshError::Request(format!(
+                "registering memory: the loans of one registration differ ({:#x} + {} bytes \
+                 and {:#x} + {} bytes); Lend::PerDevice must lend the same memory each time",
+                first.addr(),
+                first.len(),
+                other.addr(),
+                other.len()
+            )));
+        }
+        Ok(Registration {
+            addr: first.addr(),
+            len: first.len(),
+            keys,
+            lanes: self.lanes.iter().map(|l| Arc::as_ptr(l) as usize).collect(),
+            mrs,
+        })
+    }
+
+    /// Bytes moved by path, summed over the lanes.
+    fn stats(&self) -> PlacementStats {
+        let mut t = PlacementStats::default();
+        for l in &self.lanes {
+            let s = l.lock().tagged.stats();
+            t.placed += s.placed;
+            t.copied += s.copied;
+            t.sent_placed += s.sent_placed;
+            t.sent_copied += s.sent_copied;
+            t.sent_from_registration += s.sent_from_registration;
+        }
+        t
     }
 
     fn close(&self, why: &str) {
@@ -405,10 +508,36 @@ impl SendComm {
         len: usize,
         tag: i32,
     ) -> Result<Option<SendRequest>> {
-        let posted = self.lanes.post(|shared| {
+        self.isend_registered(buf, offset, len, tag, None)
+    }
+
+    /// [`SendComm::isend`] of bytes that lie in memory registered with this comm
+    /// ([`SendComm::register`]; `reg`: the registration and the virtual address of the send's
+    /// first byte): where the receiver announced a placement, the chunks are RDMA WRITTEN
+    /// straight from the registered memory, with no copy into a send slot.
+    ///
+    /// Errors: as [`SendComm::isend`]; [`MeshError::Request`] for a registration of another
+    /// comm or a send outside it.
+    pub fn isend_registered(
+        &self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+        reg: Option<(&Registration, u64)>,
+    ) -> Result<Option<SendRequest>> {
+        let reg = match reg {
+            Some((r, va)) if len > 0 => Some(r.check(&self.lanes, va, len)?),
+            _ => None,
+        };
+        let posted = self.lanes.post(|lane, shared| {
+            let local = reg.map(|(r, va)| Placement {
+                va,
+                keys: r.keys[lane].clone(),
+            });
             let mut c = shared.lock();
             c.update_live_rails();
-            let id = c.tagged.isend(buf, offset, len, tag)?;
+            let id = c.tagged.isend_registered(buf, offset, len, tag, local)?;
             shared.advance(&mut c);
             Ok(id)
         })?;
@@ -418,6 +547,20 @@ impl SendComm {
     /// The route of the connection (of its first lane; every lane takes the same route).
     pub fn route(&self) -> &Route {
         self.lanes.route()
+    }
+
+    /// Registers memory the application lends with the connection's devices (see
+    /// [`RecvComm::register`]): sends from it ([`SendComm::isend_registered`]) are RDMA
+    /// WRITTEN from there into receives the peer registered.
+    ///
+    /// Errors: as [`RecvComm::register`].
+    pub fn register(&self, lend: Lend<'_>) -> Result<Registration> {
+        self.lanes.register(lend)
+    }
+
+    /// Bytes sent by path (placed chunks, DATA frames), summed over the lanes.
+    pub fn placement_stats(&self) -> PlacementStats {
+        self.lanes.stats()
     }
 }
 
@@ -491,6 +634,42 @@ impl RecvComm {
     /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
     /// more than one on a connection of several lanes, or a range outside a buffer.
     pub fn irecv(&self, bufs: &[RecvBuf]) -> Result<Option<RecvRequest>> {
+        self.irecv_registered(bufs, &[])
+    }
+
+    /// Registers memory the application lends with the connection's devices, for receives
+    /// that peers RDMA WRITE into ([`RecvComm::irecv_registered`]; NCCL's `regMr`): with
+    /// [`Lend::Once`] one region in the protection domains of every rail of every lane, with
+    /// [`Lend::PerDevice`] one region (one loan) per protection domain. The memory stays
+    /// registered until the [`Registration`] and every buffer made from it are dropped.
+    ///
+    /// Errors: [`MeshError::Host`] when a registration fails (e.g. the vfio provider, whose
+    /// regions are DMA memory it allocates).
+    pub fn register(&self, lend: Lend<'_>) -> Result<Registration> {
+        self.lanes.register(lend)
+    }
+
+    /// Bytes received by path (placed by the sender's RDMA WRITE, copied from DATA frames),
+    /// summed over the lanes.
+    pub fn placement_stats(&self) -> PlacementStats {
+        self.lanes.stats()
+    }
+
+    /// [`RecvComm::irecv`] where buffer `i` may lie in registered memory: `regs[i]` is its
+    /// registration (made by this comm) and the virtual address of its first posted byte
+    /// (missing entries: not registered). On a direct connection whose sender supports it,
+    /// the sender then RDMA WRITES the matched send into that memory instead of sending it in
+    /// DATA frames to be copied (docs/mesh.md, direct placement). The buffer itself (what a
+    /// fallback copy writes) must be the same memory: [`Registration::buffer`], or the
+    /// application's loan of it.
+    ///
+    /// Errors: as [`RecvComm::irecv`]; [`MeshError::Request`] for a registration of another
+    /// comm or a buffer outside its registration.
+    pub fn irecv_registered(
+        &self,
+        bufs: &[RecvBuf],
+        regs: &[Option<(&Registration, u64)>],
+    ) -> Result<Option<RecvRequest>> {
         if bufs.len() > 1 && self.lanes() > 1 {
             // The sender cannot tell which of its sends a grouped receive takes, so it could
             // not put them on that receive's lane.
@@ -501,9 +680,26 @@ impl RecvComm {
                 self.lanes()
             )));
         }
-        let posted = self.lanes.post(|shared| {
+        let mut places = Vec::with_capacity(bufs.len());
+        for (i, b) in bufs.iter().enumerate() {
+            let p = match regs.get(i).copied().flatten() {
+                Some((reg, va)) => Some(reg.check(&self.lanes, va, b.len)?),
+                None => None,
+            };
+            places.push(p);
+        }
+        let posted = self.lanes.post(|lane, shared| {
+            let places: Vec<Option<Placement>> = places
+                .iter()
+                .map(|p| {
+                    p.map(|(reg, va)| Placement {
+                        va,
+                        keys: reg.keys[lane].clone(),
+                    })
+                })
+                .collect();
             let mut c = shared.lock();
-            let seq = c.tagged.irecv(bufs)?;
+            let seq = c.tagged.irecv_placed(bufs, &places)?;
             shared.advance(&mut c);
             Ok(seq)
         })?;
@@ -552,5 +748,94 @@ impl RecvRequest {
     /// Errors: those of `test`; [`MeshError::Request`] on timeout.
     pub fn wait(&self, timeout: Duration) -> Result<Vec<usize>> {
         wait_until(timeout, "receive", || self.test())
+    }
+}
+
+/// How the application lends memory to [`RecvComm::register`] / [`SendComm::register`].
+pub enum Lend<'a> {
+    /// One loan: one region, in the protection domain of every rail of every lane.
+    Once(Box<dyn LentMemory>),
+    /// A loan per protection domain: `make` is called once for each distinct one, each
+    /// returning the same memory (a region per device, each with its own lock; every access
+    /// reaches just the range it touches, so the regions' accesses never overlap a chunk
+    /// another is placing).
+    PerDevice(&'a dyn Fn() -> Box<dyn LentMemory>),
+}
+
+impl fmt::Debug for Lend<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lend::Once(m) => write!(f, "Lend::Once({} bytes at {:#x})", m.len(), m.addr()),
+            Lend::PerDevice(_) => f.write_str("Lend::PerDevice"),
+        }
+    }
+}
+
+/// Memory registered with the devices of one connection (NCCL's `mhandle`): a region per
+/// protection domain of its rails (or one in all of them), and the rkey of each rail of each
+/// lane. Dropping it (and every [`Buffer`] made from it) deregisters the memory.
+#[derive(Debug)]
+pub struct Registration {
+    addr: u64,
+    len: usize,
+    /// Per lane: the key of each rail (the soft provider's lkey and rkey are one).
+    keys: Vec<Arc<[u32]>>,
+    /// The comm's lanes, by address (compared, never dereferenced).
+    lanes: Vec<usize>,
+    mrs: Vec<MemoryRegion>,
+}
+
+impl Registration {
+    /// Virtual address of the registered memory's first byte.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// `true` for an empty registration.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A [`Buffer`] over the whole registered memory, reached through the registration's
+    /// (first) region one range at a time: what a receive into it names.
+    pub fn buffer(&self) -> Buffer {
+        Buffer::region(self.mrs[0].clone())
+    }
+
+    /// The regions (one per protection domain, or one in all).
+    pub fn regions(&self) -> &[MemoryRegion] {
+        &self.mrs
+    }
+
+    /// Checks that this registration belongs to `lanes` and covers `[va, va + len)`.
+    fn check(&self, lanes: &Lanes, va: u64, len: usize) -> Result<(&Registration, u64)> {
+        let ours = self.lanes.len() == lanes.lanes.len()
+            && self
+                .lanes
+                .iter()
+                .zip(&lanes.lanes)
+                .all(|(a, l)| *a == Arc::as_ptr(l) as usize);
+        if !ours {
+            return Err(MeshError::Request(
+                "a request names memory registered with another connection".into(),
+            ));
+        }
+        let inside = va >= self.addr
+            && (va - self.addr)
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= self.len as u64);
+        if !inside {
+            return Err(MeshError::Request(format!(
+                "buffer {va:#x} + {len} bytes lies outside its registration \
+                 ({:#x} + {} bytes)",
+                self.addr, self.len
+            )));
+        }
+        Ok((self, va))
     }
 }

@@ -65,6 +65,17 @@ pub struct MeshConfig {
     /// docs/benchmarks.md). A node that takes eager sends refuses grouped receives
     /// ([`crate::mesh::RecvComm::irecv`]).
     pub eager_bytes: usize,
+    /// Direct placement (`RDMESH_PLACEMENT`, `0` (default) or `1`): on a direct connection a
+    /// receive into registered memory ([`crate::mesh::RecvComm::register`]) is announced with
+    /// its address and rkeys, and sends into such receives are RDMA WRITTEN into place
+    /// ([`crate::mesh::tagged`]). `0` keeps the copy path on both sides (as an older peer).
+    /// Off by default until it is measured faster than the copy path: on the loopback NCCL
+    /// harness it was slower (docs/mesh.md).
+    pub placement: bool,
+    /// Largest chunk of a send RDMA WRITTEN straight from registered memory, bytes
+    /// (`RDMESH_PLACED_CHUNK`, a multiple of 64 KiB up to 16 MiB; default 64 KiB, a DATA
+    /// frame's payload).
+    pub placed_chunk: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
     pub timing: QpTiming,
     /// Requests in flight per connection end (at least 32).
@@ -96,6 +107,8 @@ impl Default for MeshConfig {
             lanes: default_lanes(default_progress_threads()),
             stripe_min: 64 << 10,
             eager_bytes: 0,
+            placement: false,
+            placed_chunk: crate::mesh::rail::DATA_CHUNK,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
@@ -191,6 +204,16 @@ impl MeshConfig {
             "a size in bytes, 0..=65536",
         )? {
             c.eager_bytes = n;
+        }
+        if let Some(p) = parse::<u8>("RDMESH_PLACEMENT", |v| *v <= 1, "0 or 1")? {
+            c.placement = p == 1;
+        }
+        if let Some(n) = parse::<usize>(
+            "RDMESH_PLACED_CHUNK",
+            |v| *v >= 64 << 10 && *v <= 16 << 20 && v % (64 << 10) == 0,
+            "a multiple of 65536 bytes up to 16 MiB",
+        )? {
+            c.placed_chunk = n;
         }
         if let Some(t) = parse::<u8>("RDMESH_IB_TIMEOUT", |v| (1..=31).contains(v), "1..=31")? {
             c.timing.timeout = t;

@@ -4,11 +4,11 @@
 //! | bytes | field | used by |
 //! |---|---|---|
 //! | 0 | kind | all |
-//! | 1 | flags: [`FLAG_EAGER`] on a DATA frame sent before its CTS, else 0 | DATA |
+//! | 1 | flags: [`FLAG_PLACED`] (DATA, CTS), [`FLAG_EAGER`] (DATA sent before its CTS), else 0 | DATA, CTS |
 //! | 2 | count: number of CTS entries | CTS |
 //! | 3 | index: buffer of a grouped receive; rail index for RAIL_DOWN | DATA, ABORT, RAIL_DOWN |
 //! | 4..12 | seq: the receive's sequence number on the connection | DATA, CTS, ABORT |
-//! | 12..20 | total: the send's size in bytes | DATA, ABORT |
+//! | 12..20 | total: the send's size in bytes; a placement CTS: rails in its rkey lists | DATA, ABORT, CTS |
 //! | 20..28 | offset of this chunk in the message, bytes | DATA |
 //! | 28..32 | tag of the send | DATA, ABORT |
 //!
@@ -18,6 +18,18 @@
 //! closed; payload: reason text), FAIL (a relay lost its next hop; payload: the error text),
 //! RAIL_DOWN (hop-local: a rail of this hop failed; payload: the error text). Relays forward
 //! every kind but RAIL_DOWN byte for byte.
+//!
+//! Direct placement (protocol extension, [`FLAG_PLACED`]): a CTS with the flag carries, after
+//! its entries, one placement per entry: the virtual address (u64, 0: this buffer is not
+//! registered) of the buffer's first byte in the receiver's memory, then one rkey (u32) per
+//! rail of the connection (`total` of them, in rail order). A sender that knows the flag may
+//! then RDMA WRITE each chunk of a send matched to such a buffer straight into it (on rail
+//! `i` with rkey `i`) and follow the WRITE, on the same rail, with a DATA frame with the flag
+//! whose payload is the chunk's length (u64) instead of its bytes: RC ordering on the QP makes
+//! the DATA's arrival imply the WRITE's placement. A sender that does not know the flag
+//! ignores the bytes after the entries (frames of this version before the extension never set
+//! flags) and sends DATA with payload, which the receiver copies as before: an old peer keeps
+//! the copy path in both directions without a handshake change.
 //!
 //! The view follows smoltcp's wire pattern: [`Frame`] over any byte buffer with a private
 //! field table, [`Frame::check_len`] before any accessor, and [`FrameRepr`] with
@@ -47,9 +59,16 @@ pub const CTS_ENTRY_LEN: usize = 16;
 /// Flag of a DATA frame sent before the receiver's CTS (the whole message in one frame, offset
 /// 0): the receiver keeps it until the receive `seq` is posted. Only to peers that accepted
 /// eager sends in the handshake ([`crate::mesh::messages::Accept::eager_bytes`]).
-pub const FLAG_EAGER: u8 = 1;
+pub const FLAG_EAGER: u8 = 0x02;
 /// Most buffers in one grouped receive (NCCL IB's `NCCL_NET_IB_MAX_RECVS`).
 pub const MAX_RECVS: usize = 8;
+/// Flags bit: a DATA frame whose chunk was placed by RDMA WRITE (payload: its length, u64),
+/// or a CTS followed by placements (see the module docs).
+pub const FLAG_PLACED: u8 = 0x01;
+/// Most rails a placement CTS names rkeys for.
+pub const MAX_PLACE_RAILS: usize = 16;
+/// Bytes of a placed DATA frame's payload: the chunk length, u64.
+pub const PLACED_LEN: usize = 8;
 
 /// Frame kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,10 +164,17 @@ impl<T: AsRef<[u8]>> Frame<T> {
         if b.len() < HEADER_LEN {
             return Err(FrameError::Truncated);
         }
-        if FrameKind::from(b[field::KIND]) == FrameKind::Cts
-            && b.len() < HEADER_LEN + CTS_ENTRY_LEN * usize::from(b[field::COUNT])
-        {
-            return Err(FrameError::Truncated);
+        if FrameKind::from(b[field::KIND]) == FrameKind::Cts {
+            let count = usize::from(b[field::COUNT]);
+            if b.len() < HEADER_LEN + CTS_ENTRY_LEN * count {
+                return Err(FrameError::Truncated);
+            }
+            if b[field::FLAGS] & FLAG_PLACED != 0 {
+                let rails = be(&b[field::TOTAL]).min(MAX_PLACE_RAILS as u64 + 1) as usize;
+                if b.len() < HEADER_LEN + count * (CTS_ENTRY_LEN + 8 + 4 * rails) {
+                    return Err(FrameError::Truncated);
+                }
+            }
         }
         Ok(())
     }
@@ -206,6 +232,32 @@ impl<T: AsRef<[u8]>> Frame<T> {
         let p = self.payload();
         let e = p.get(i * CTS_ENTRY_LEN..(i + 1) * CTS_ENTRY_LEN)?;
         Some((be(&e[0..8]), be(&e[8..12]) as u32 as i32))
+    }
+
+    /// Placement of CTS entry `i` ([`FLAG_PLACED`]): the buffer's virtual address and the
+    /// rkey of each rail; `None` without the flag, past `count`, or for a buffer that is not
+    /// registered (address 0). Call after [`FrameRepr::parse`] succeeded.
+    pub fn cts_placement(&self, i: usize) -> Option<(u64, Vec<u32>)> {
+        let count = usize::from(self.count());
+        if self.flags() & FLAG_PLACED == 0 || i >= count {
+            return None;
+        }
+        let rails = self.total() as usize;
+        let p = self.payload().get(count * CTS_ENTRY_LEN..)?;
+        let va = be(p.get(i * 8..i * 8 + 8)?);
+        if va == 0 {
+            return None;
+        }
+        let keys = p.get(count * 8 + i * 4 * rails..count * 8 + (i + 1) * 4 * rails)?;
+        Some((va, keys.chunks(4).map(|k| be(k) as u32).collect()))
+    }
+
+    /// The chunk length of a placed DATA frame ([`FLAG_PLACED`]); `None` for any other.
+    pub fn placed_len(&self) -> Option<u64> {
+        if self.kind() != FrameKind::Data || self.flags() & FLAG_PLACED == 0 {
+            return None;
+        }
+        self.payload().get(..PLACED_LEN).map(be)
     }
 }
 
@@ -265,7 +317,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
 pub struct FrameRepr {
     /// Kind (never `Unknown` after `parse`).
     pub kind: FrameKind,
-    /// Flags ([`FLAG_EAGER`]).
+    /// Flags ([`FLAG_PLACED`], [`FLAG_EAGER`]).
     pub flags: u8,
     /// CTS entry count.
     pub count: u8,
@@ -318,7 +370,12 @@ impl FrameRepr {
             offset: f.offset(),
             tag: f.tag(),
         };
-        if r.flags & !FLAG_EAGER != 0 || (r.flags != 0 && kind != FrameKind::Data) {
+        let known = match kind {
+            FrameKind::Data => FLAG_PLACED | FLAG_EAGER,
+            FrameKind::Cts => FLAG_PLACED,
+            _ => 0,
+        };
+        if r.flags & !known != 0 || r.flags == FLAG_PLACED | FLAG_EAGER {
             return Err(FrameError::BadField("flags"));
         }
         if r.flags & FLAG_EAGER != 0 && (r.offset != 0 || f.payload().len() as u64 != r.total) {
@@ -333,10 +390,24 @@ impl FrameRepr {
             FrameKind::Data | FrameKind::Abort if usize::from(r.index) >= MAX_RECVS => {
                 return Err(FrameError::BadField("buffer index"))
             }
+            FrameKind::Cts
+                if r.flags & FLAG_PLACED != 0
+                    && (r.total == 0 || r.total > MAX_PLACE_RAILS as u64) =>
+            {
+                return Err(FrameError::BadField("placement rail count"))
+            }
             FrameKind::Data => {
+                let len = match f.placed_len() {
+                    Some(n) if f.payload().len() == PLACED_LEN => n,
+                    Some(_) => return Err(FrameError::BadField("placed DATA length")),
+                    None if r.flags & FLAG_PLACED != 0 => {
+                        return Err(FrameError::BadField("placed DATA length"))
+                    }
+                    None => f.payload().len() as u64,
+                };
                 let end = r
                     .offset
-                    .checked_add(f.payload().len() as u64)
+                    .checked_add(len)
                     .ok_or(FrameError::BadField("offset"))?;
                 if end > r.total {
                     return Err(FrameError::BadField("chunk past the send size"));
@@ -384,6 +455,34 @@ pub fn cts_frame(seq: u64, entries: &[(u64, i32)]) -> Vec<u8> {
     .emit(&mut f);
     for (i, (size, tag)) in entries.iter().enumerate() {
         f.set_cts_entry(i, *size, *tag);
+    }
+    v
+}
+
+/// A whole CTS frame announcing receive `seq` with buffers `(size, tag)` and, for each, its
+/// placement `(virtual address, one rkey per rail)` or `None` ([`FLAG_PLACED`]; every rkey
+/// list has `rails` entries). Without any placement it is [`cts_frame`]'s.
+pub fn cts_frame_placed(
+    seq: u64,
+    entries: &[(u64, i32)],
+    places: &[Option<(u64, &[u32])>],
+    rails: usize,
+) -> Vec<u8> {
+    let mut v = cts_frame(seq, entries);
+    if places.iter().all(Option::is_none) || rails == 0 || rails > MAX_PLACE_RAILS {
+        return v;
+    }
+    v[field::FLAGS] = FLAG_PLACED;
+    v[field::TOTAL].copy_from_slice(&(rails as u64).to_be_bytes());
+    for i in 0..entries.len() {
+        let va = places.get(i).copied().flatten().map_or(0, |p| p.0);
+        v.extend_from_slice(&va.to_be_bytes());
+    }
+    for i in 0..entries.len() {
+        let keys = places.get(i).copied().flatten().map_or(&[][..], |p| p.1);
+        for r in 0..rails {
+            v.extend_from_slice(&keys.get(r).copied().unwrap_or(0).to_be_bytes());
+        }
     }
     v
 }
@@ -455,6 +554,53 @@ mod test {
         let mut bad = cts_frame(1, &[(1, 1)]);
         bad[2] = 0;
         assert!(FrameRepr::parse(&Frame::new_unchecked(&bad[..])).is_err());
+    }
+
+    #[test]
+    fn placement_cts_and_placed_data() {
+        let k0: &[u32] = &[0x100, 0x200];
+        let v = cts_frame_placed(
+            3,
+            &[(4096, 1), (64, 2)],
+            &[Some((0xdead_0000, k0)), None],
+            2,
+        );
+        let f = Frame::new_checked(&v[..]).unwrap();
+        let r = FrameRepr::parse(&f).unwrap();
+        assert_eq!((r.flags, r.total, r.count), (FLAG_PLACED, 2, 2));
+        assert_eq!(f.cts_entry(1), Some((64, 2)));
+        assert_eq!(f.cts_placement(0), Some((0xdead_0000, vec![0x100, 0x200])));
+        assert_eq!(f.cts_placement(1), None);
+        assert_eq!(
+            Frame::new_checked(&v[..v.len() - 1]).unwrap_err(),
+            FrameError::Truncated
+        );
+        // Without placements: the plain CTS, which an old sender reads the same way.
+        assert_eq!(
+            cts_frame_placed(3, &[(4096, 1)], &[None], 2),
+            cts_frame(3, &[(4096, 1)])
+        );
+        // A placed DATA frame: the payload is the chunk's length.
+        let mut d = FrameRepr {
+            flags: FLAG_PLACED,
+            total: 1 << 20,
+            offset: 65536,
+            ..FrameRepr::new(FrameKind::Data)
+        }
+        .to_bytes()
+        .to_vec();
+        d.extend_from_slice(&65536u64.to_be_bytes());
+        let f = Frame::new_checked(&d[..]).unwrap();
+        assert_eq!(FrameRepr::parse(&f).unwrap().flags, FLAG_PLACED);
+        assert_eq!(f.placed_len(), Some(65536));
+        // Past the send size, or a payload that is not one length: refused.
+        d[HEADER_LEN..].copy_from_slice(&(1u64 << 20).to_be_bytes());
+        assert!(FrameRepr::parse(&Frame::new_unchecked(&d[..])).is_err());
+        d.push(0);
+        assert_eq!(
+            FrameRepr::parse(&Frame::new_unchecked(&d[..])),
+            Err(FrameError::BadField("placed DATA length"))
+        );
     }
 
     #[test]

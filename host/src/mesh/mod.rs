@@ -68,7 +68,9 @@ pub mod tagged;
 mod tests;
 
 pub use buffer::{Buffer, ExternalMemory};
-pub use comm::{RecvComm, RecvRequest, Route, RouteLink, SendComm, SendRequest};
+pub use comm::{
+    Lend, RecvComm, RecvRequest, Registration, Route, RouteLink, SendComm, SendRequest,
+};
 pub use config::MeshConfig;
 pub use counters::NicCountersSnapshot;
 pub use error::{MeshError, Result};
@@ -76,4 +78,4 @@ pub use handle::{Handle, NodeInfo, HANDLE_LEN};
 pub use nic::NicSpec;
 pub use node::{Connector, DeviceStats, Listener, MeshNode, NicReport};
 pub use select::HcaFilter;
-pub use tagged::RecvBuf;
+pub use tagged::{Placement, PlacementStats, RecvBuf};

@@ -22,7 +22,7 @@ use crate::mesh::progress::Progress;
 use crate::mesh::rail::{Rail, RailParams};
 use crate::mesh::railset::RailSet;
 use crate::mesh::route::{direct_rails, shortest_path};
-use crate::mesh::tagged::{Eager, Tagged};
+use crate::mesh::tagged::Eager;
 use crate::topo::Topology;
 
 /// Most handshakes served at once; more incoming connections are closed.
@@ -108,13 +108,12 @@ impl NodeInner {
         shard: usize,
         eager: Eager,
     ) -> Arc<ConnShared> {
-        let tagged =
-            Tagged::new(label, self.config.max_requests, self.config.stripe_min).with_eager(eager);
         let conn = ConnShared::new(
             RailSet::new(rails),
             route,
-            tagged,
-            self.config.keepalive,
+            label,
+            &self.config,
+            eager,
             Driver::new(&self.progress, shard),
         );
         self.progress.add_to(shard, conn.clone());

@@ -10,6 +10,11 @@
 //! its slots were re-posted since the last report (`Rail::credit_batch`), not per frame. The receiver-not-ready
 //! retry (`rnr_retry` 7) stays as a backstop.
 //!
+//! A placed chunk ([`FrameBody::Placed`], direct placement) is an unsignaled RDMA WRITE into the
+//! receiver's registered memory (gathered from the send slot, or from memory registered on this
+//! end) followed by the SEND of its payload-less DATA frame from the same slot, so it takes one
+//! slot and one credit like a DATA frame.
+//!
 //! A failed work completion (no ACK after `retry_cnt` retries: link down, peer gone) fails the
 //! rail: its QP is moved to ERR, the frames it had in flight are handed back (read out of their
 //! send slots) so the rail set can send them on another rail, and the error names the link. An
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::mesh::buffer::Buffer;
 use crate::mesh::codec::{DecodeResult, Reader, Writer};
 use crate::mesh::error::{MeshError, Result};
-use crate::mesh::frame::{FrameKind, HEADER_LEN};
+use crate::mesh::frame::{FrameKind, FLAG_PLACED, HEADER_LEN, PLACED_LEN};
 use crate::mesh::nic::Nic;
 use crate::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, Mtu, QpAttr, QpCap, QpState,
@@ -34,6 +39,8 @@ use crate::verbs::{
 const WR_SEND: u64 = 1 << 32;
 const WR_RECV: u64 = 2 << 32;
 const WR_CREDIT: u64 = 3 << 32;
+/// The RDMA WRITE of a placed chunk (unsignaled: only a failure completes it).
+const WR_PLACE: u64 = 4 << 32;
 /// How often a rail adds its QP's transport counters to the NIC's.
 const TRANSPORT_SAMPLE: Duration = Duration::from_millis(20);
 
@@ -56,6 +63,10 @@ pub const DATA_CHUNK: usize = 64 << 10;
 pub const DATA_SLOT: u32 = (DATA_CHUNK + HEADER_LEN) as u32;
 /// Bytes of a control slot (CTS, CLOSE, FAIL, RAIL_DOWN frames).
 pub const CTRL_SLOT: u32 = 1024;
+/// Bytes each send slot has beyond `send_slot_size` (the largest frame): room for a placed
+/// chunk of as many bytes as a DATA frame's payload behind its placed DATA frame (header and
+/// length), rounded up to 64 bytes.
+const SLOT_EXTRA: u32 = 64;
 
 impl RailParams {
     /// The end that sends message data: 8 data send slots, 64 control receive slots. Eight
@@ -279,6 +290,26 @@ pub enum FrameBody {
         /// Bytes.
         len: usize,
     },
+    /// A chunk of `buf` RDMA WRITTEN into the receiver's registered memory, followed on the
+    /// same rail by the placed DATA frame `header` ([`FLAG_PLACED`]; its payload, the length,
+    /// is added when posted).
+    Placed {
+        /// The placed DATA frame's header.
+        header: [u8; HEADER_LEN],
+        /// The application buffer.
+        buf: Buffer,
+        /// Offset in `buf`.
+        offset: usize,
+        /// Bytes.
+        len: usize,
+        /// The receiver's virtual address of the chunk's first byte.
+        remote_va: u64,
+        /// The receiver's rkey of the region, per rail (rail order).
+        rkeys: Arc<[u32]>,
+        /// Where the chunk lies in memory registered on this end (address, lkey per rail):
+        /// the WRITE gathers it from there. `None`: it is copied into the send slot first.
+        local: Option<crate::mesh::tagged::Placement>,
+    },
 }
 
 impl FrameBody {
@@ -287,6 +318,17 @@ impl FrameBody {
         match self {
             FrameBody::Bytes(b) => b.len(),
             FrameBody::Chunk { len, .. } => HEADER_LEN + len,
+            FrameBody::Placed { .. } => HEADER_LEN + PLACED_LEN,
+        }
+    }
+
+    /// Bytes of the send slot the frame needs (a placed chunk's bytes stay in the slot too).
+    pub fn slot_len(&self) -> usize {
+        match self {
+            FrameBody::Placed {
+                len, local: None, ..
+            } => HEADER_LEN + PLACED_LEN + len,
+            _ => self.len(),
         }
     }
 
@@ -298,7 +340,9 @@ impl FrameBody {
     fn kind(&self) -> FrameKind {
         match self {
             FrameBody::Bytes(b) => FrameKind::from(b.first().copied().unwrap_or(0)),
-            FrameBody::Chunk { header, .. } => FrameKind::from(header[0]),
+            FrameBody::Chunk { header, .. } | FrameBody::Placed { header, .. } => {
+                FrameKind::from(header[0])
+            }
         }
     }
 
@@ -313,6 +357,22 @@ impl FrameBody {
             } => {
                 out[..HEADER_LEN].copy_from_slice(header);
                 buf.read(*offset, &mut out[HEADER_LEN..HEADER_LEN + len])?;
+            }
+            FrameBody::Placed {
+                header,
+                buf,
+                offset,
+                len,
+                local,
+                ..
+            } => {
+                out[..HEADER_LEN].copy_from_slice(header);
+                out[HEADER_LEN..HEADER_LEN + PLACED_LEN]
+                    .copy_from_slice(&(*len as u64).to_be_bytes());
+                if local.is_none() {
+                    let at = HEADER_LEN + PLACED_LEN;
+                    buf.read(*offset, &mut out[at..at + len])?;
+                }
             }
         }
         Ok(())
@@ -334,6 +394,11 @@ pub struct Rail {
     nic: Arc<Nic>,
     /// The device of the rail's shard ([`Nic::shard`]).
     device: Device,
+    /// The protection domain of the rail's QP.
+    pd: crate::verbs::ProtectionDomain,
+    /// The rail's index in its rail set (both ends number rails alike): which rkey of a
+    /// placement is this rail's.
+    index: usize,
     link: String,
     peer_addr: IpAddr,
     qp: QueuePair,
@@ -352,7 +417,9 @@ pub struct Rail {
     path_mtu: u32,
     peer: Option<PeerSide>,
     free_send: Vec<u32>,
-    in_flight: Vec<Option<(u64, u32)>>,
+    /// Per send slot: the frame's token, its length and, for a placed chunk, the chunk's
+    /// bytes (behind the frame in the slot).
+    in_flight: Vec<Option<(u64, u32, Option<FrameBody>)>>,
     sent: u64,
     freed: u64,
     reported: u64,
@@ -398,7 +465,8 @@ impl Rail {
                 &cq,
                 &cq,
                 QpCap {
-                    max_send_wr: params.send_slots + 4,
+                    // A placed chunk takes two WRs (its WRITE and its DATA frame's SEND).
+                    max_send_wr: 2 * params.send_slots + 4,
                     max_recv_wr: params.recv_slots,
                     max_sge: 1,
                 },
@@ -409,7 +477,10 @@ impl Rail {
             pd.register(len, access)
                 .map_err(|e| host("registering memory", e))
         };
-        let send_mr = reg((params.send_slots * params.send_slot_size) as usize, lw)?;
+        let send_mr = reg(
+            (params.send_slots * (params.send_slot_size + SLOT_EXTRA)) as usize,
+            lw,
+        )?;
         let recv_mr = reg((params.recv_slots * params.recv_slot_size) as usize, lw)?;
         let credit_mr = reg(8, lw | AccessFlags::REMOTE_WRITE)?;
         let credit_src = reg(8, lw)?;
@@ -468,7 +539,24 @@ impl Rail {
             reported_transport: (0, 0, Instant::now()),
             nic,
             device,
+            pd,
+            index: 0,
         })
+    }
+
+    /// The protection domain of the rail's QP (where memory it reaches is registered).
+    pub fn pd(&self) -> &crate::verbs::ProtectionDomain {
+        &self.pd
+    }
+
+    /// Bytes between send slots: the largest frame plus [`SLOT_EXTRA`].
+    fn slot_stride(&self) -> usize {
+        (self.params.send_slot_size + SLOT_EXTRA) as usize
+    }
+
+    /// Sets the rail's index in its rail set ([`crate::mesh::railset::RailSet::new`]).
+    pub fn set_index(&mut self, index: usize) {
+        self.index = index;
     }
 
     /// What the peer needs to connect to this end.
@@ -669,7 +757,103 @@ impl Rail {
     /// Errors: the rail's failure (the frame was not posted); [`MeshError::Request`] when the
     /// frame cannot be posted now ([`Rail::can_post`] is false) or its buffer range is invalid.
     pub fn post(&mut self, token: u64, body: &FrameBody) -> Result<()> {
+        if let FrameBody::Placed { .. } = body {
+            return self.post_placed(token, body);
+        }
         self.post_with(token, body.len(), body.kind(), |out| body.write_into(out))
+    }
+
+    /// Whether `body` can be posted now: [`Rail::can_post`], and a placed chunk fits a send
+    /// slot and has an rkey for this rail.
+    pub fn can_post_body(&self, body: &FrameBody) -> bool {
+        if let FrameBody::Placed { rkeys, local, .. } = body {
+            if body.slot_len() > self.slot_stride()
+                || self.index >= rkeys.len()
+                || local.as_ref().is_some_and(|l| self.index >= l.keys.len())
+            {
+                return false;
+            }
+        }
+        self.can_post(body.len())
+    }
+
+    /// Posts a placed chunk: its bytes go into a send slot behind the placed DATA frame, an
+    /// unsignaled RDMA WRITE sends them to the receiver's registered memory, and the SEND of
+    /// the frame follows on the same QP (its completion completes both).
+    fn post_placed(&mut self, token: u64, body: &FrameBody) -> Result<()> {
+        let FrameBody::Placed {
+            len,
+            remote_va,
+            rkeys,
+            local,
+            ..
+        } = body
+        else {
+            unreachable!("post_placed is called for placed chunks");
+        };
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if !self.can_post_body(body) {
+            return Err(MeshError::Request(format!(
+                "rail {}: no room for a placed chunk of {len} bytes",
+                self.link
+            )));
+        }
+        let slot = self.free_send.pop().expect("checked");
+        let off = slot as usize * self.slot_stride();
+        let slot_len = body.slot_len();
+        if let Err(e) = self
+            .send_mr
+            .with_range(off, slot_len, |m| body.write_into(m))
+            .map_err(|e| MeshError::Host(e.to_string()))
+            .and_then(|r| r)
+        {
+            self.free_send.push(slot);
+            return Err(e);
+        }
+        let base = self.send_mr.addr() + off as u64;
+        let frame_len = HEADER_LEN + PLACED_LEN;
+        let mut write = SendWr::new(
+            WR_PLACE | u64::from(slot),
+            WrOpcode::RdmaWrite {
+                remote_addr: *remote_va,
+                rkey: rkeys[self.index],
+            },
+            vec![match local {
+                Some(l) => Sge {
+                    addr: l.va,
+                    length: *len as u32,
+                    lkey: l.keys[self.index],
+                },
+                None => Sge {
+                    addr: base + frame_len as u64,
+                    length: *len as u32,
+                    lkey: self.send_mr.lkey(),
+                },
+            }],
+        );
+        write.signaled = false;
+        let send = SendWr::new(
+            WR_SEND | u64::from(slot),
+            WrOpcode::Send,
+            vec![Sge {
+                addr: base,
+                length: frame_len as u32,
+                lkey: self.send_mr.lkey(),
+            }],
+        );
+        if let Err(e) = self.qp.post_send(&[write, send]) {
+            self.free_send.push(slot);
+            self.fail(format!("posting a placed chunk failed: {e}"));
+            return Err(self.failed.clone().expect("just failed"));
+        }
+        self.in_flight[slot as usize] = Some((token, frame_len as u32, Some(body.clone())));
+        self.sent += 1;
+        self.nic
+            .counters
+            .sent((frame_len + len) as u64, *len as u64);
+        Ok(())
     }
 
     /// Posts a copy of a whole frame (what a relay forwards).
@@ -700,7 +884,7 @@ impl Rail {
             )));
         }
         let slot = self.free_send.pop().expect("checked");
-        let off = (slot * self.params.send_slot_size) as usize;
+        let off = slot as usize * self.slot_stride();
         if let Err(e) = self.send_mr.with(|m| write(&mut m[off..off + len])) {
             self.free_send.push(slot);
             return Err(e);
@@ -719,7 +903,7 @@ impl Rail {
             self.fail(format!("posting a SEND failed: {e}"));
             return Err(self.failed.clone().expect("just failed"));
         }
-        self.in_flight[slot as usize] = Some((token, len as u32));
+        self.in_flight[slot as usize] = Some((token, len as u32, None));
         self.sent += 1;
         let data = if kind == FrameKind::Data {
             (len - HEADER_LEN) as u64
@@ -740,7 +924,7 @@ impl Rail {
             let ok = wc.status == WcStatus::Success;
             match wc.wr_id & !0xffff_ffff {
                 WR_SEND if ok => {
-                    if let Some((token, _)) =
+                    if let Some((token, _, _)) =
                         self.in_flight.get_mut(slot as usize).and_then(Option::take)
                     {
                         self.free_send.push(slot);
@@ -750,12 +934,14 @@ impl Rail {
                 WR_RECV if ok => {
                     let off = (slot * self.params.recv_slot_size) as usize;
                     let len = wc.byte_len.min(self.params.recv_slot_size);
-                    let mut kind = [0u8; 1];
-                    let _ = self.recv_mr.read(off, &mut kind);
-                    let data = if FrameKind::from(kind[0]) == FrameKind::Data {
-                        u64::from(len).saturating_sub(HEADER_LEN as u64)
-                    } else {
-                        0
+                    let mut head = [0u8; HEADER_LEN + PLACED_LEN];
+                    let n = (len as usize).min(head.len());
+                    let _ = self.recv_mr.read(off, &mut head[..n]);
+                    let data = match crate::mesh::frame::Frame::new_checked(&head[..n]) {
+                        Ok(f) if f.kind() == FrameKind::Data => f
+                            .placed_len()
+                            .unwrap_or(u64::from(len).saturating_sub(HEADER_LEN as u64)),
+                        _ => 0,
                     };
                     self.nic.counters.received(u64::from(len), data);
                     self.inbox.push_back((slot, len));
@@ -832,17 +1018,37 @@ impl Rail {
 
     /// After a failure: the frames that were in flight, as `(token, bytes)`, read back from
     /// their send slots (the QP is in ERR and sends nothing more). Each is handed back once.
-    pub fn take_failed_frames(&mut self) -> Vec<(u64, Vec<u8>)> {
+    pub fn take_failed_frames(&mut self) -> Vec<(u64, FrameBody)> {
         if self.failed.is_none() {
             return Vec::new();
         }
         let mut out = Vec::new();
         for slot in 0..self.in_flight.len() {
-            if let Some((token, len)) = self.in_flight[slot].take() {
-                let off = slot * self.params.send_slot_size as usize;
+            if let Some((token, len, placed)) = self.in_flight[slot].take() {
+                let off = slot * self.slot_stride();
+                if let Some(FrameBody::Placed {
+                    mut header,
+                    buf,
+                    offset,
+                    len,
+                    ..
+                }) = placed
+                {
+                    // A placed chunk goes again as a plain DATA frame, without the flag
+                    // (whether the WRITE landed is unknown; the copy lands the bytes anyway).
+                    header[1] &= !FLAG_PLACED;
+                    let chunk = FrameBody::Chunk {
+                        header,
+                        buf,
+                        offset,
+                        len,
+                    };
+                    out.push((token, chunk));
+                    continue;
+                }
                 let mut v = vec![0u8; len as usize];
                 let _ = self.send_mr.read(off, &mut v);
-                out.push((token, v));
+                out.push((token, FrameBody::Bytes(v)));
             }
         }
         out

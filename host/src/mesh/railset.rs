@@ -46,8 +46,11 @@ pub struct RailSet {
 
 impl RailSet {
     /// The rails (connected), numbered as the other end numbers them.
-    pub fn new(rails: Vec<Rail>) -> RailSet {
+    pub fn new(mut rails: Vec<Rail>) -> RailSet {
         let n = rails.len();
+        for (i, r) in rails.iter_mut().enumerate() {
+            r.set_index(i);
+        }
         RailSet {
             rails,
             handled_failure: vec![false; n],
@@ -138,11 +141,8 @@ impl RailSet {
         for o in queued.into_iter().rev() {
             self.shared.push_front(o);
         }
-        for (token, bytes) in frames.into_iter().rev() {
-            self.shared.push_front(Out {
-                token,
-                body: FrameBody::Bytes(bytes),
-            });
+        for (token, body) in frames.into_iter().rev() {
+            self.shared.push_front(Out { token, body });
         }
         let text = self.rails[i]
             .failure()
@@ -165,7 +165,7 @@ impl RailSet {
         let mut any = false;
         for i in 0..self.rails.len() {
             while let Some(o) = self.queues[i].front() {
-                if !self.rails[i].can_post(o.body.len()) {
+                if !self.rails[i].can_post_body(&o.body) {
                     break;
                 }
                 let o = self.queues[i].pop_front().expect("front");
@@ -182,10 +182,9 @@ impl RailSet {
         }
         let n = self.rails.len();
         'frames: while let Some(o) = self.shared.front() {
-            let len = o.body.len();
             for k in 0..n {
                 let i = (self.next_rr + k) % n;
-                if self.rails[i].can_post(len) {
+                if self.rails[i].can_post_body(&o.body) {
                     let o = self.shared.pop_front().expect("front");
                     self.next_rr = (i + 1) % n;
                     any = true;

@@ -26,14 +26,23 @@
 //!   most [`EAGER_AHEAD`] eager sends wait for their CTS at once (later ones wait as usual); the
 //!   CTS is still sent, and the sender checks it against what it sent and moves on. A small
 //!   message then costs one trip, not the CTS's trip and then its own.
+//! - Direct placement ([`crate::mesh::frame::FLAG_PLACED`]): a receive buffer in memory the
+//!   application registered ([`Placement`]) is announced with its address and the rkey of
+//!   each rail; a sender on a direct connection then sends each chunk as an RDMA WRITE into
+//!   it followed by a payload-less placed DATA frame ([`FrameBody::Placed`]), and the receiver
+//!   counts the chunk's bytes without copying them. A sender that does not offer placement
+//!   (an older version, a relayed connection) sends DATA with payload, copied as before.
 //! - Each side keeps at most `max_requests` requests (≥ 32, NCCL's `NCCL_NET_MAX_REQUESTS`);
 //!   beyond that `isend`/`irecv` answer "not now" (NCCL's NULL request) and the caller retries.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::MeshError;
-use crate::mesh::frame::{cts_frame, Frame, FrameKind, FrameRepr, FLAG_EAGER, MAX_RECVS};
+use crate::mesh::frame::{
+    cts_frame_placed, Frame, FrameKind, FrameRepr, FLAG_EAGER, FLAG_PLACED, MAX_RECVS,
+};
 use crate::mesh::rail::{FrameBody, DATA_CHUNK};
 use crate::mesh::railset::NO_TOKEN;
 use crate::mesh::stripe;
@@ -59,6 +68,33 @@ pub struct RecvBuf {
     pub tag: i32,
 }
 
+/// Where a buffer lies in registered memory: a receive's (what its CTS announces so that the
+/// sender can RDMA WRITE into it), or a send's (where the sender's WRITEs gather from).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Virtual address of the buffer's first byte (RETH VA; a send's SGE address).
+    pub va: u64,
+    /// The region's key on each rail of the connection, in rail order: the rkey of a
+    /// receive's memory, the lkey of a send's (the soft provider's keys are both).
+    pub keys: Arc<[u32]>,
+}
+
+/// Bytes of message data a connection end moved, by path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlacementStats {
+    /// Received bytes a sender RDMA WROTE into registered memory (never copied here).
+    pub placed: u64,
+    /// Received bytes copied from DATA frames into the receive buffer.
+    pub copied: u64,
+    /// Sent bytes as placed chunks.
+    pub sent_placed: u64,
+    /// Sent bytes in DATA frames.
+    pub sent_copied: u64,
+    /// Of `sent_placed`, the bytes WRITTEN straight from memory registered on this end (not
+    /// copied into a send slot first).
+    pub sent_from_registration: u64,
+}
+
 #[derive(Debug)]
 enum SendStatus {
     /// Waiting for the receive it will match.
@@ -74,17 +110,21 @@ enum SendStatus {
 #[derive(Debug)]
 struct SendState {
     buf: Buffer,
+    /// The send's bytes in memory registered on this end: placed chunks are WRITTEN from
+    /// there instead of from a send slot.
+    local: Option<Placement>,
     offset: usize,
     len: usize,
     tag: i32,
     status: SendStatus,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct CtsEntry {
     size: u64,
     tag: i32,
     matched: bool,
+    place: Option<Placement>,
 }
 
 #[derive(Debug)]
@@ -95,6 +135,8 @@ struct BufState {
     seen: HashSet<u64>,
     done: bool,
     error: Option<MeshError>,
+    /// Announced with a placement: placed DATA frames may fill it.
+    placed: bool,
 }
 
 #[derive(Debug)]
@@ -144,6 +186,14 @@ pub struct Tagged {
     eager_sent: BTreeMap<u64, (usize, i32)>,
     /// Eager frames that came before their receive: seq → frame.
     early: BTreeMap<u64, Early>,
+    /// Whether this end uses placements (a direct connection): announces them in CTS frames
+    /// and writes into those the peer announces.
+    placement: bool,
+    /// Rails of the connection (the length of a placement's rkey list).
+    rails: usize,
+    /// Largest chunk WRITTEN straight from registered memory, bytes.
+    placed_chunk: usize,
+    stats: PlacementStats,
 }
 
 impl Tagged {
@@ -166,6 +216,10 @@ impl Tagged {
             eager: Eager::default(),
             eager_sent: BTreeMap::new(),
             early: BTreeMap::new(),
+            placement: false,
+            rails: 0,
+            placed_chunk: DATA_CHUNK,
+            stats: PlacementStats::default(),
         }
     }
 
@@ -176,6 +230,24 @@ impl Tagged {
             accept: eager.accept,
         };
         self
+    }
+
+    /// Turns direct placement on (a direct connection of `rails` rails: CTS frames announce
+    /// placements, and the peer's are used) or off (`rails` 0: an older peer's behaviour).
+    pub fn set_placement(&mut self, rails: usize) {
+        self.placement = rails > 0;
+        self.rails = rails;
+    }
+
+    /// Largest chunk, bytes, of a send WRITTEN straight from registered memory (no send slot
+    /// limits it; at least [`DATA_CHUNK`]).
+    pub fn set_placed_chunk(&mut self, bytes: usize) {
+        self.placed_chunk = bytes.max(DATA_CHUNK);
+    }
+
+    /// Bytes moved so far, by path.
+    pub fn stats(&self) -> PlacementStats {
+        self.stats
     }
 
     /// The rails that work now, `(index, weight)`, first rail first: where new sends go.
@@ -222,6 +294,22 @@ impl Tagged {
         len: usize,
         tag: i32,
     ) -> Result<Option<u64>, MeshError> {
+        self.isend_registered(buf, offset, len, tag, None)
+    }
+
+    /// [`Tagged::isend`] of bytes that also lie in memory registered on this end (`local`:
+    /// the address of the send's first byte and the lkey per rail): chunks placed into the
+    /// receiver's memory are RDMA WRITTEN straight from there (no copy into a send slot).
+    ///
+    /// Errors: as [`Tagged::isend`].
+    pub fn isend_registered(
+        &mut self,
+        buf: &Buffer,
+        offset: usize,
+        len: usize,
+        tag: i32,
+        local: Option<Placement>,
+    ) -> Result<Option<u64>, MeshError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -266,6 +354,7 @@ impl Tagged {
             id,
             SendState {
                 buf: buf.clone(),
+                local: local.filter(|l| l.keys.len() == self.rails),
                 offset,
                 len,
                 tag,
@@ -284,6 +373,20 @@ impl Tagged {
     /// Errors: the connection's failure; [`MeshError::Request`] for no buffers, more than 8,
     /// or a bad range.
     pub fn irecv(&mut self, bufs: &[RecvBuf]) -> Result<Option<u64>, MeshError> {
+        self.irecv_placed(bufs, &[])
+    }
+
+    /// [`Tagged::irecv`] with a placement for each buffer that lies in registered memory
+    /// (`places[i]` for `bufs[i]`; missing entries: none). Placements are announced only when
+    /// this end uses placement ([`Tagged::set_placement`]) and each rkey list has one rkey per
+    /// rail.
+    ///
+    /// Errors: as [`Tagged::irecv`].
+    pub fn irecv_placed(
+        &mut self,
+        bufs: &[RecvBuf],
+        places: &[Option<Placement>],
+    ) -> Result<Option<u64>, MeshError> {
         // A message that came eagerly is still received after the peer closed (its send
         // completed when the frame was acknowledged, so the peer may be gone by now).
         let arrived = self.early.contains_key(&self.next_recv_seq);
@@ -313,22 +416,34 @@ impl Tagged {
         let seq = self.next_recv_seq;
         self.next_recv_seq += 1;
         let entries: Vec<(u64, i32)> = bufs.iter().map(|b| (b.len as u64, b.tag)).collect();
+        let places: Vec<Option<(u64, &[u32])>> = (0..bufs.len())
+            .map(|i| {
+                places
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .filter(|p| self.placement && p.keys.len() == self.rails && p.va != 0)
+                    .map(|p| (p.va, &p.keys[..]))
+            })
+            .collect();
+        let cts = cts_frame_placed(seq, &entries, &places, self.rails);
+        let placed = cts[1] & FLAG_PLACED != 0;
         if self.failed.is_none() {
-            self.outbox
-                .push((None, NO_TOKEN, FrameBody::Bytes(cts_frame(seq, &entries))));
+            self.outbox.push((None, NO_TOKEN, FrameBody::Bytes(cts)));
         }
         self.recvs.insert(
             seq,
             RecvState {
                 bufs: bufs
                     .iter()
-                    .map(|b| BufState {
+                    .zip(&places)
+                    .map(|(b, p)| BufState {
                         req: b.clone(),
                         total: None,
                         received: 0,
                         seen: HashSet::new(),
                         done: false,
                         error: None,
+                        placed: placed && p.is_some(),
                     })
                     .collect(),
             },
@@ -341,7 +456,7 @@ impl Tagged {
                 tag: e.tag,
                 ..FrameRepr::new(FrameKind::Data)
             };
-            self.on_data(&r, &e.payload);
+            self.on_data(&r, &e.payload, None);
         }
         Ok(Some(seq))
     }
@@ -397,6 +512,7 @@ impl Tagged {
                 }
                 .to_bytes()
             };
+            let place = entry.place.clone();
             if s.len as u64 > entry.size {
                 s.status = SendStatus::Failed(MeshError::Truncated {
                     send: s.len as u64,
@@ -410,7 +526,15 @@ impl Tagged {
                 self.outbox
                     .push((None, NO_TOKEN, FrameBody::Bytes(abort.to_vec())));
             } else {
-                let chunks = stripe::plan(s.len, &self.live, self.stripe_min, DATA_CHUNK);
+                let place = place.filter(|_| self.placement && s.len > 0);
+                let placed = place.is_some();
+                // A chunk WRITTEN from registered memory needs no send slot: larger chunks.
+                let max_chunk = if placed && s.local.is_some() {
+                    self.placed_chunk
+                } else {
+                    DATA_CHUNK
+                };
+                let chunks = stripe::plan(s.len, &self.live, self.stripe_min, max_chunk);
                 if chunks.is_empty() {
                     // No rail left: the connection fails in this same progress step.
                     s.status = SendStatus::Failed(self.failed.clone().unwrap_or_else(|| {
@@ -421,16 +545,39 @@ impl Tagged {
                         frames_left: chunks.len(),
                     };
                     for c in chunks {
-                        self.outbox.push((
-                            Some(c.rail),
-                            id,
-                            FrameBody::Chunk {
+                        let body = match &place {
+                            Some(p) => {
+                                let mut header = header(c.offset as u64);
+                                header[1] = FLAG_PLACED;
+                                FrameBody::Placed {
+                                    header,
+                                    buf: s.buf.clone(),
+                                    offset: s.offset + c.offset,
+                                    len: c.len,
+                                    remote_va: p.va + c.offset as u64,
+                                    rkeys: p.keys.clone(),
+                                    local: s.local.as_ref().map(|l| Placement {
+                                        va: l.va + c.offset as u64,
+                                        keys: l.keys.clone(),
+                                    }),
+                                }
+                            }
+                            None => FrameBody::Chunk {
                                 header: header(c.offset as u64),
                                 buf: s.buf.clone(),
                                 offset: s.offset + c.offset,
                                 len: c.len,
                             },
-                        ));
+                        };
+                        self.outbox.push((Some(c.rail), id, body));
+                    }
+                    if placed {
+                        self.stats.sent_placed += s.len as u64;
+                        if s.local.is_some() {
+                            self.stats.sent_from_registration += s.len as u64;
+                        }
+                    } else {
+                        self.stats.sent_copied += s.len as u64;
                     }
                 }
             }
@@ -502,7 +649,10 @@ impl Tagged {
             Err(e) => return self.protocol(e.to_string()),
         };
         match r.kind {
-            FrameKind::Data | FrameKind::Abort => self.on_data(&r, f.payload()),
+            FrameKind::Data | FrameKind::Abort => {
+                let placed = f.placed_len();
+                self.on_data(&r, f.payload(), placed)
+            }
             FrameKind::Cts => {
                 if r.seq < self.cts_next || self.cts.contains_key(&r.seq) {
                     return; // a CTS resent after a rail failure
@@ -513,12 +663,20 @@ impl Tagged {
                         r.seq, self.cts_next
                     ));
                 }
+                let rails = self.rails;
                 let entries = (0..usize::from(r.count))
-                    .filter_map(|i| f.cts_entry(i))
-                    .map(|(size, tag)| CtsEntry {
+                    .filter_map(|i| f.cts_entry(i).map(|e| (i, e)))
+                    .map(|(i, (size, tag))| CtsEntry {
                         size,
                         tag,
                         matched: false,
+                        place: f
+                            .cts_placement(i)
+                            .filter(|(_, keys)| keys.len() == rails)
+                            .map(|(va, keys)| Placement {
+                                va,
+                                keys: keys.into(),
+                            }),
                     })
                     .collect();
                 self.cts.insert(r.seq, entries);
@@ -539,7 +697,9 @@ impl Tagged {
         }
     }
 
-    fn on_data(&mut self, r: &FrameRepr, payload: &[u8]) {
+    /// A DATA (or ABORT) frame; `placed`: the length of a placed chunk (its bytes are in the
+    /// buffer already, `payload` holds only that length).
+    fn on_data(&mut self, r: &FrameRepr, payload: &[u8], placed: Option<u64>) {
         let eager = r.flags & FLAG_EAGER != 0;
         if eager && !self.eager.accept {
             return self.protocol(format!(
@@ -604,13 +764,28 @@ impl Tagged {
                 r.seq, r.index, r.total
             ));
         }
+        if placed.is_some() && !b.placed {
+            let (seq, index) = (r.seq, r.index);
+            return self.protocol(format!(
+                "placed DATA for buffer {index} of receive #{seq}, which announced no placement"
+            ));
+        }
         b.total = Some(r.total);
         if b.seen.insert(r.offset) {
-            if let Err(e) = b.req.buf.write(b.req.offset + r.offset as usize, payload) {
-                b.error = Some(e);
-                return;
+            match placed {
+                Some(n) => {
+                    b.received += n;
+                    self.stats.placed += n;
+                }
+                None => {
+                    if let Err(e) = b.req.buf.write(b.req.offset + r.offset as usize, payload) {
+                        b.error = Some(e);
+                        return;
+                    }
+                    b.received += payload.len() as u64;
+                    self.stats.copied += payload.len() as u64;
+                }
             }
-            b.received += payload.len() as u64;
         }
         if b.received >= r.total {
             b.done = true;
@@ -715,11 +890,127 @@ mod test {
                     v[..32].copy_from_slice(header);
                     buf.read(*offset, &mut v[32..32 + len]).unwrap();
                 }
+                FrameBody::Placed { .. } => panic!("a placed chunk needs deliver_placed"),
             }
             b.on_frame(&v);
             a.on_sent(token);
         }
         n
+    }
+
+    /// [`deliver`] where placed chunks are "RDMA WRITTEN" into `mem`, whose first byte has
+    /// the virtual address `base`, before their frame arrives.
+    fn deliver_placed(a: &mut Tagged, b: &mut Tagged, mem: &Buffer, base: u64) -> usize {
+        let out = a.take_outbox();
+        let n = out.len();
+        for (_, token, body) in out {
+            let mut v = vec![0u8; body.len()];
+            match &body {
+                FrameBody::Placed {
+                    header,
+                    buf,
+                    offset,
+                    len,
+                    remote_va,
+                    rkeys,
+                    ..
+                } => {
+                    assert_eq!(rkeys[..], [7, 8]);
+                    let mut chunk = vec![0u8; *len];
+                    buf.read(*offset, &mut chunk).unwrap();
+                    mem.write((remote_va - base) as usize, &chunk).unwrap();
+                    v[..32].copy_from_slice(header);
+                    v[32..].copy_from_slice(&(*len as u64).to_be_bytes());
+                }
+                FrameBody::Bytes(x) => v.copy_from_slice(x),
+                FrameBody::Chunk {
+                    header,
+                    buf,
+                    offset,
+                    len,
+                } => {
+                    v[..32].copy_from_slice(header);
+                    buf.read(*offset, &mut v[32..32 + len]).unwrap();
+                }
+            }
+            b.on_frame(&v);
+            a.on_sent(token);
+        }
+        n
+    }
+
+    /// A receive into "registered" memory at address 0x1000 (+ 100 for the buffer), a
+    /// 300 KiB send; `sender` and `receiver`: whether each end uses placement.
+    fn placed_exchange(sender: bool, receiver: bool) -> (PlacementStats, PlacementStats) {
+        let (mut s, mut r) = pair();
+        s.set_placement(if sender { 2 } else { 0 });
+        r.set_placement(if receiver { 2 } else { 0 });
+        let mem = Buffer::new(400_000);
+        let place = Placement {
+            va: 0x1000 + 100,
+            keys: vec![7, 8].into(),
+        };
+        let seq = r
+            .irecv_placed(
+                &[RecvBuf {
+                    buf: mem.clone(),
+                    offset: 100,
+                    len: 350_000,
+                    tag: 0,
+                }],
+                &[Some(place)],
+            )
+            .unwrap()
+            .unwrap();
+        deliver(&mut r, &mut s);
+        let src = pattern(300_000, 3);
+        let id = s.isend(&src, 0, 300_000, 0).unwrap().unwrap();
+        deliver_placed(&mut s, &mut r, &mem, 0x1000);
+        assert_eq!(s.test_send(id).unwrap(), Some(300_000));
+        assert_eq!(r.test_recv(seq).unwrap(), Some(vec![300_000]));
+        assert_eq!(mem.to_vec()[100..300_100], src.to_vec()[..]);
+        (s.stats(), r.stats())
+    }
+
+    #[test]
+    fn placement_when_both_ends_use_it_copies_otherwise() {
+        let (s, r) = placed_exchange(true, true);
+        assert_eq!((s.sent_placed, s.sent_copied), (300_000, 0));
+        assert_eq!((r.placed, r.copied), (300_000, 0));
+        // An end without placement (an older peer): the receiver announces none, or the
+        // sender ignores the announcement; DATA frames are copied.
+        for (sender, receiver) in [(false, true), (true, false)] {
+            let (s, r) = placed_exchange(sender, receiver);
+            assert_eq!((s.sent_placed, s.sent_copied), (0, 300_000));
+            assert_eq!((r.placed, r.copied), (0, 300_000));
+        }
+    }
+
+    #[test]
+    fn placed_data_for_an_unregistered_buffer_fails_the_connection() {
+        let (_, mut r) = pair();
+        r.set_placement(2);
+        let seq = r
+            .irecv(&[RecvBuf {
+                buf: Buffer::new(100),
+                offset: 0,
+                len: 100,
+                tag: 0,
+            }])
+            .unwrap()
+            .unwrap();
+        let mut v = FrameRepr {
+            flags: FLAG_PLACED,
+            seq,
+            total: 50,
+            ..FrameRepr::new(FrameKind::Data)
+        }
+        .to_bytes()
+        .to_vec();
+        v.extend_from_slice(&50u64.to_be_bytes());
+        r.on_frame(&v);
+        let e = r.test_recv(seq).unwrap_err().to_string();
+        assert!(e.contains("announced no placement"), "{e}");
     }
 
     fn pair() -> (Tagged, Tagged) {

@@ -494,3 +494,248 @@ fn lanes_keep_nccl_order_with_and_without_shards() {
         }
     }
 }
+
+/// Memory a test lends to a registration (its own heap bytes).
+struct Lent(Box<[u8]>);
+
+impl crate::verbs::LentMemory for Lent {
+    fn addr(&self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn range(&self, offset: usize, len: usize) -> &[u8] {
+        &self.0[offset..offset + len]
+    }
+
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        &mut self.0[offset..offset + len]
+    }
+}
+
+/// Receives into registered memory over two rails and two lanes (on two progress shards):
+/// `sizes` go into slots of `slot` bytes of one registration; every byte and size is checked,
+/// and the receiver's and sender's placement counters returned.
+fn exchange_registered(
+    s: &SendComm,
+    r: &RecvComm,
+    sizes: &[usize],
+    slot: usize,
+    seed: u32,
+) -> (PlacementStats, PlacementStats) {
+    let before = (r.placement_stats(), s.placement_stats());
+    let reg = r
+        .register(Lend::Once(Box::new(Lent(
+            vec![0xee; slot * sizes.len()].into_boxed_slice(),
+        ))))
+        .unwrap();
+    let mem = reg.buffer();
+    let mut recvs = Vec::new();
+    let mut sends = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let at = i * slot;
+        let q = r
+            .irecv_registered(
+                &[RecvBuf {
+                    buf: mem.clone(),
+                    offset: at,
+                    len: slot,
+                    tag: 1,
+                }],
+                &[Some((&reg, reg.addr() + at as u64))],
+            )
+            .unwrap()
+            .expect("room for the receive");
+        recvs.push(q);
+        let src = pattern(n, seed + i as u32);
+        let p = s
+            .isend(&Buffer::from_vec(src.clone()), 0, n, 1)
+            .unwrap()
+            .expect("room for the send");
+        sends.push((p, src));
+    }
+    for (p, src) in &sends {
+        assert_eq!(p.wait(T).unwrap(), src.len());
+    }
+    for (i, (q, (_, src))) in recvs.iter().zip(&sends).enumerate() {
+        assert_eq!(q.wait(T).unwrap(), vec![src.len()], "actual size reported");
+        let mut got = vec![0u8; slot];
+        mem.read(i * slot, &mut got).unwrap();
+        assert!(got[..src.len()] == src[..], "data of message {i}");
+        assert!(
+            got[src.len()..].iter().all(|&b| b == 0xee),
+            "nothing past message {i}"
+        );
+    }
+    let (r1, s1) = (r.placement_stats(), s.placement_stats());
+    let d = |a: PlacementStats, b: PlacementStats| PlacementStats {
+        placed: a.placed - b.placed,
+        copied: a.copied - b.copied,
+        sent_placed: a.sent_placed - b.sent_placed,
+        sent_copied: a.sent_copied - b.sent_copied,
+        sent_from_registration: a.sent_from_registration - b.sent_from_registration,
+    };
+    (d(r1, before.0), d(s1, before.1))
+}
+
+fn two_rail_nodes(link: u8, a_placement: bool, b_placement: bool) -> (MeshNode, MeshNode) {
+    let cfg = |placement: bool| {
+        move |c: &mut MeshConfig| {
+            c.progress_threads = 2;
+            c.lanes = 2;
+            c.placement = placement;
+            // Sends from registered memory WRITE up to 1 MiB at once.
+            c.placed_chunk = 1 << 20;
+        }
+    };
+    let a = node_with(
+        vec![
+            nic("soft_a0", &format!("127.0.{link}.1/24"), 10.0),
+            nic("soft_a1", &format!("127.0.{}.1/24", link + 1), 10.0),
+        ],
+        cfg(a_placement),
+    );
+    let b = node_with(
+        vec![
+            nic("soft_b0", &format!("127.0.{link}.2/24"), 10.0),
+            nic("soft_b1", &format!("127.0.{}.2/24", link + 1), 10.0),
+        ],
+        cfg(b_placement),
+    );
+    (a, b)
+}
+
+#[test]
+fn registered_receives_are_placed_by_rdma_write() {
+    let (a, b) = two_rail_nodes(40, true, true);
+    let (s, r) = connect(&a, &b);
+    assert_eq!((s.lanes(), s.route().links.len()), (2, 2), "{}", s.route());
+    let sizes = [3 << 20, (2 << 20) + 13, 1, 0, 65_537, 5 << 20];
+    let total: usize = sizes.iter().sum();
+    let (rs, ss) = exchange_registered(&s, &r, &sizes, 6 << 20, 90);
+    println!("receiver {rs:?}, sender {ss:?}");
+    assert_eq!((rs.placed, rs.copied), (total as u64, 0), "{rs:?}");
+    assert_eq!(
+        (ss.sent_placed, ss.sent_copied),
+        (total as u64, 0),
+        "{ss:?}"
+    );
+    // Both rails carried placed chunks (the large messages are striped).
+    let c = a.nic_counters();
+    assert!(c.iter().all(|n| n.counters.tx_data_bytes > 0), "{c:?}");
+    // Unregistered receives on the same connection still copy.
+    exchange(&s, &r, &[1 << 20, 10], 91);
+    assert_eq!(r.placement_stats().copied, (1 << 20) + 10);
+    // A registration of another connection, or a buffer outside the registration: refused.
+    let (s2, r2) = connect(&a, &b);
+    let other = r2
+        .register(Lend::Once(Box::new(Lent(vec![0; 64].into_boxed_slice()))))
+        .unwrap();
+    let rb = RecvBuf {
+        buf: other.buffer(),
+        offset: 0,
+        len: 64,
+        tag: 1,
+    };
+    let e = r
+        .irecv_registered(std::slice::from_ref(&rb), &[Some((&other, other.addr()))])
+        .unwrap_err();
+    assert!(e.to_string().contains("another connection"), "{e}");
+    let e = r2
+        .irecv_registered(&[rb], &[Some((&other, other.addr() + 1))])
+        .unwrap_err();
+    assert!(e.to_string().contains("outside its registration"), "{e}");
+    drop((s2, r2));
+}
+
+/// A peer that does not offer placement (`RDMESH_PLACEMENT=0`, as an older version): receives
+/// into registered memory are filled by copies, byte-exact, whichever side it is.
+#[test]
+fn placement_falls_back_to_copies_with_a_peer_without_it() {
+    for (link, sender, receiver) in [(42, false, true), (44, true, false)] {
+        let (a, b) = two_rail_nodes(link, sender, receiver);
+        let (s, r) = connect(&a, &b);
+        let sizes = [3 << 20, 70_000, 1];
+        let total: usize = sizes.iter().sum();
+        let (rs, ss) = exchange_registered(&s, &r, &sizes, 4 << 20, 95);
+        assert_eq!((rs.placed, rs.copied), (0, total as u64), "{rs:?}");
+        assert_eq!(
+            (ss.sent_placed, ss.sent_copied),
+            (0, total as u64),
+            "{ss:?}"
+        );
+    }
+}
+
+/// Sends from registered memory into registered receives: the WRITEs gather from the
+/// sender's registration (no copy into a send slot), byte-exact, over two rails and lanes.
+#[test]
+fn registered_sends_are_written_from_their_memory() {
+    let (a, b) = two_rail_nodes(46, true, true);
+    let (s, r) = connect(&a, &b);
+    let sizes = [3 << 20, 1, 65_537, (2 << 20) + 3];
+    let slot = 4 << 20;
+    let total: usize = sizes.iter().sum();
+    let src: Vec<u8> = pattern(slot * sizes.len(), 7);
+    let sreg = s
+        .register(Lend::Once(Box::new(Lent(src.clone().into_boxed_slice()))))
+        .unwrap();
+    let sbuf = sreg.buffer();
+    let rreg = r
+        .register(Lend::Once(Box::new(Lent(
+            vec![0xee; slot * sizes.len()].into_boxed_slice(),
+        ))))
+        .unwrap();
+    let rbuf = rreg.buffer();
+    let mut reqs = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let at = i * slot;
+        let q = r
+            .irecv_registered(
+                &[RecvBuf {
+                    buf: rbuf.clone(),
+                    offset: at,
+                    len: slot,
+                    tag: 2,
+                }],
+                &[Some((&rreg, rreg.addr() + at as u64))],
+            )
+            .unwrap()
+            .unwrap();
+        let p = s
+            .isend_registered(&sbuf, at, n, 2, Some((&sreg, sreg.addr() + at as u64)))
+            .unwrap()
+            .unwrap();
+        reqs.push((p, q));
+    }
+    for (i, (p, q)) in reqs.iter().enumerate() {
+        assert_eq!(p.wait(T).unwrap(), sizes[i]);
+        assert_eq!(q.wait(T).unwrap(), vec![sizes[i]]);
+        let mut got = vec![0u8; slot];
+        rbuf.read(i * slot, &mut got).unwrap();
+        assert!(
+            got[..sizes[i]] == src[i * slot..i * slot + sizes[i]],
+            "message {i}"
+        );
+        assert!(
+            got[sizes[i]..].iter().all(|&x| x == 0xee),
+            "past message {i}"
+        );
+    }
+    let (rs, ss) = (r.placement_stats(), s.placement_stats());
+    assert_eq!((rs.placed, rs.copied), (total as u64, 0), "{rs:?}");
+    assert_eq!(
+        (ss.sent_placed, ss.sent_copied),
+        (total as u64, 0),
+        "{ss:?}"
+    );
+    assert_eq!(ss.sent_from_registration, total as u64, "{ss:?}");
+    // A send outside its registration is refused.
+    let e = s
+        .isend_registered(&sbuf, 0, 10, 2, Some((&sreg, sreg.addr() - 1)))
+        .unwrap_err();
+    assert!(e.to_string().contains("outside its registration"), "{e}");
+}

@@ -850,10 +850,12 @@ impl SoftDevice {
             return false;
         };
         if let Some(imp) = &self.impair {
-            self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
-            return true;
+            return self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
         }
         let region = mr.lock();
+        if !region.is_live() {
+            return false;
+        }
         for (i, (off, len)) in batch.packets().enumerate() {
             match tx_spans::icrc_of(&with_ident(ctx, i as u16), buf, off, len, spans, &region) {
                 Ok(crc) => {
@@ -889,7 +891,8 @@ impl SoftDevice {
     /// each run of passing packets is sealed for its own GSO send (ICRC over the header in
     /// `buf` and the payload in the region) and sent with one gathering `sendmsg`, as the
     /// loss-free path sends a whole batch; an altered packet is copied together and sealed
-    /// alone (ID 0). A failed send is counted in `tx_errors` (the RC engine resends).
+    /// alone (ID 0). A failed send is counted in `tx_errors` (the RC engine resends). `false`
+    /// (nothing sent) when the region is a lent one deregistered meanwhile.
     #[allow(clippy::too_many_arguments)]
     fn send_gathered_impaired(
         &self,
@@ -900,9 +903,12 @@ impl SoftDevice {
         spans: &[Span],
         ctx: &rdmesh_core::wire::IcrcContext,
         remote: SocketAddr,
-    ) {
+    ) -> bool {
         let now = self.now().0;
         let region = mr.lock();
+        if !region.is_live() {
+            return false;
+        }
         let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         // The run of passing packets: (offset, length) of each.
@@ -960,6 +966,7 @@ impl SoftDevice {
             }
         }
         flush(&mut run, buf);
+        true
     }
 
     /// Seals the packets of `batch` (segment `i` with IPv4 ID `i`, the ID the kernel writes)
@@ -1372,7 +1379,10 @@ impl SoftDevice {
         let mut idents = [0u16; udp_io::MAX_GSO_SEGMENTS];
         let got = {
             let mut guard = mr.lock();
-            let region = &mut guard[mr_off..mr_off + total];
+            // A lent region deregistered since the lookup: the usual path NAKs the write.
+            let Some(region) = guard.range_mut(mr_off, total) else {
+                return Placement::NotApplicable;
+            };
             let mut iov = Vec::with_capacity(2 * segs.len() + 1);
             rx_place::scatter(buf, region, segs, &mut iov);
             let got = udp_io::recv_scattered(&self.socket, &mut iov);

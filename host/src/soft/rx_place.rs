@@ -161,7 +161,11 @@ impl MemoryAccess for PlacedMemory<'_> {
         if (key, va, data.len()) == (p.rkey, p.va, p.len) {
             return PdMemory(self.pd).check(key, va, data.len() as u64, kind);
         }
-        let real = p.mr.lock()[p.offset..p.offset + p.len.min(data.len())].to_vec();
+        let real =
+            p.mr.lock()
+                .range(p.offset, p.len.min(data.len()))
+                .ok_or(MemError::InvalidKey)?
+                .to_vec();
         PdMemory(self.pd).write(key, va, &real, kind)
     }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
 use rdmesh_core::wire::IcrcContext;
 
-use crate::verbs::mr::MrInner;
+use crate::verbs::mr::{Backing, MrInner};
 use crate::verbs::pd::{PdInner, PdMemory};
 
 /// Payload reads of at least this many bytes are recorded as spans instead of copied.
@@ -99,12 +99,17 @@ impl MemoryAccess for SpanMemory<'_> {
 }
 
 /// Copies the payload of every span inside `buf` into it (which then holds whole packets) and
-/// forgets those spans; spans past its end stay.
+/// forgets those spans; spans past its end stay. A span of a lent region deregistered
+/// meanwhile reads as zeros (the application freed memory a send was still reading).
 pub(crate) fn materialize(buf: &mut [u8], spans: &mut Vec<Span>) {
     spans.retain(|s| {
         let inside = s.at + s.len <= buf.len();
         if inside {
-            buf[s.at..s.at + s.len].copy_from_slice(&s.mr.lock()[s.offset..s.offset + s.len]);
+            let out = &mut buf[s.at..s.at + s.len];
+            match s.mr.lock().range(s.offset, s.len) {
+                Some(b) => out.copy_from_slice(b),
+                None => out.fill(0),
+            }
         }
         !inside
     });
@@ -131,12 +136,13 @@ pub(crate) fn single_region(spans: &[Span]) -> Option<&Arc<MrInner>> {
 }
 
 /// The pieces of `buf[range]`: buffer bytes, with the spans inside the range read from
-/// `region` (the locked buffer of [`single_region`]) instead.
+/// `region` (the locked bytes of [`single_region`], one range per span; callers check
+/// [`Backing::is_live`] first, a released region gives empty pieces) instead.
 fn pieces<'b>(
     buf: &'b [u8],
     range: std::ops::Range<usize>,
     spans: &[Span],
-    region: &'b [u8],
+    region: &'b Backing,
     mut f: impl FnMut(&'b [u8]),
 ) {
     let mut pos = range.start;
@@ -147,7 +153,7 @@ fn pieces<'b>(
         if s.at > pos {
             f(&buf[pos..s.at]);
         }
-        f(&region[s.offset..s.offset + s.len]);
+        f(region.range(s.offset, s.len).unwrap_or_default());
         pos = s.at + s.len;
     }
     if range.end > pos {
@@ -165,7 +171,7 @@ pub(crate) fn icrc_of(
     off: usize,
     len: usize,
     spans: &[Span],
-    region: &[u8],
+    region: &Backing,
 ) -> rdmesh_core::wire::Result<u32> {
     let end = off + len - rdmesh_core::wire::ib_packet::ICRC_LEN;
     let mut parts: [&[u8]; 8] = [&[]; 8];
@@ -190,7 +196,7 @@ pub(crate) fn with_iovecs<R>(
     buf: &[u8],
     range: std::ops::Range<usize>,
     spans: &[Span],
-    region: &[u8],
+    region: &Backing,
     f: impl FnOnce(&[IoSlice<'_>]) -> R,
 ) -> R {
     let mut iov = Vec::with_capacity(2 * spans.len() + 2);
@@ -211,7 +217,8 @@ mod test {
             addr: 0x1000,
             access: AccessFlags::LOCAL_WRITE,
             len,
-            buf: std::sync::Mutex::new(buf),
+            buf: std::sync::Mutex::new(Backing::Owned(buf)),
+            handles: 1.into(),
         })
     }
 
@@ -262,7 +269,7 @@ mod test {
         assert_eq!(gathered, whole[..used]);
         assert_eq!(c0, ctx.compute(&whole[..2012]).unwrap());
         assert_eq!(c1, ctx.compute(&whole[2016..2016 + 1512]).unwrap());
-        assert_eq!(whole[12..2012], mr.lock()[100..2100]);
+        assert_eq!(whole[12..2012], *mr.lock().range(100, 2000).unwrap());
     }
 
     #[test]

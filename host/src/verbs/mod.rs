@@ -18,7 +18,7 @@ pub use cq::{CompletionQueue, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{
     active_mtu_for, format_mac, parse_mac, Device, DeviceInfo, SoftConfig, ROCE_V2_UDP_PORT,
 };
-pub use mr::{AccessFlags, MemoryRegion};
+pub use mr::{AccessFlags, LentMemory, MemoryRegion};
 pub use pd::ProtectionDomain;
 pub use provider::{ProviderKind, PROVIDER_ENV};
 pub use qp::{AhAttr, QpAttr, QpCap, QpState, QueuePair, RecvWr, SendWr, WrOpcode};

@@ -5,7 +5,17 @@
 //! a Rust reference held by the application: the application reads and writes it through
 //! [`MemoryRegion::read`], [`MemoryRegion::write`] and [`MemoryRegion::with`]. The region's
 //! virtual address is the buffer's real address, as with ibverbs.
+//!
+//! A soft region may also be registered over memory the caller lends
+//! ([`crate::verbs::ProtectionDomain::register_lent`], a [`LentMemory`]): the NCCL plugin's
+//! registered buffers, which peers then RDMA WRITE into and sends read from in place. The
+//! provider reaches lent memory only by *ranges* ([`LentMemory::range`],
+//! [`LentMemory::range_mut`]): every access asks for exactly the bytes it touches, under the
+//! region's lock, so a Rust reference only ever covers those bytes for the length of that one
+//! access. Deregistration (the last [`MemoryRegion`] handle dropped) ends the loan under the
+//! same lock: once it returns, no access reaches the lent memory again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -46,6 +56,103 @@ impl std::ops::BitOr for AccessFlags {
     }
 }
 
+/// Memory a caller lends to a soft memory region
+/// ([`crate::verbs::ProtectionDomain::register_lent`]) for as long as the region stays
+/// registered.
+///
+/// The provider calls the methods only under the region's lock, never after deregistration
+/// (the last [`MemoryRegion`] handle dropped), and only with `offset + len <= self.len()`
+/// and `len > 0`. A returned slice lives only for the one access that asked for it
+/// (a copy, a checksum, one `sendmsg`/`recvmsg`), so an implementation over memory another
+/// agent also uses (NCCL, a GPU) creates references over exactly the bytes the provider is
+/// about to touch, at the moment it touches them.
+pub trait LentMemory: Send {
+    /// Address of the first byte: the region's virtual address (what a peer puts in RETH VA).
+    fn addr(&self) -> u64;
+
+    /// Length in bytes (fixed for the life of the loan).
+    fn len(&self) -> usize;
+
+    /// `true` for a zero-length loan.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `offset..offset + len`, to be read (a SEND's or WRITE's payload, a READ
+    /// response, a local read).
+    fn range(&self, offset: usize, len: usize) -> &[u8];
+
+    /// Bytes `offset..offset + len`, to be written (a receive, an RDMA WRITE, a READ
+    /// response arriving, an atomic, a local write).
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8];
+}
+
+/// The bytes of a soft region.
+pub(crate) enum Backing {
+    /// The region's own heap buffer.
+    Owned(Box<[u8]>),
+    /// Memory the caller lends, reached by ranges.
+    Lent(Box<dyn LentMemory>),
+    /// A lent region after deregistration: no bytes to reach.
+    Released,
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Backing::Owned(b) => write!(f, "Owned({} bytes)", b.len()),
+            Backing::Lent(m) => write!(f, "Lent({} bytes at {:#x})", m.len(), m.addr()),
+            Backing::Released => f.write_str("Released"),
+        }
+    }
+}
+
+impl Backing {
+    /// `false` once a lent region was deregistered.
+    pub(crate) fn is_live(&self) -> bool {
+        !matches!(self, Backing::Released)
+    }
+
+    /// Bytes `offset..offset + len` to read; `None` once released.
+    ///
+    /// Panics when the range exceeds the region (callers check bounds first, as slicing
+    /// does).
+    pub(crate) fn range(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        match self {
+            Backing::Owned(b) => Some(&b[offset..offset + len]),
+            Backing::Lent(_) if len == 0 => Some(&[]),
+            Backing::Lent(m) => {
+                assert!(
+                    offset.checked_add(len).is_some_and(|e| e <= m.len()),
+                    "range {offset} + {len} exceeds the lent region's {} bytes",
+                    m.len()
+                );
+                Some(m.range(offset, len))
+            }
+            Backing::Released => None,
+        }
+    }
+
+    /// Bytes `offset..offset + len` to write; `None` once released.
+    ///
+    /// Panics when the range exceeds the region.
+    pub(crate) fn range_mut(&mut self, offset: usize, len: usize) -> Option<&mut [u8]> {
+        match self {
+            Backing::Owned(b) => Some(&mut b[offset..offset + len]),
+            Backing::Lent(_) if len == 0 => Some(&mut []),
+            Backing::Lent(m) => {
+                assert!(
+                    offset.checked_add(len).is_some_and(|e| e <= m.len()),
+                    "range {offset} + {len} exceeds the lent region's {} bytes",
+                    m.len()
+                );
+                Some(m.range_mut(offset, len))
+            }
+            Backing::Released => None,
+        }
+    }
+}
+
 /// The shared state of a registered region.
 #[derive(Debug)]
 pub(crate) struct MrInner {
@@ -53,35 +160,59 @@ pub(crate) struct MrInner {
     pub(crate) rkey: u32,
     pub(crate) addr: u64,
     pub(crate) access: AccessFlags,
-    /// `buf.len()`, fixed at registration (read without the lock).
+    /// The region's length, fixed at registration (read without the lock).
     pub(crate) len: usize,
-    pub(crate) buf: Mutex<Box<[u8]>>,
+    pub(crate) buf: Mutex<Backing>,
+    /// Application handles ([`MemoryRegion`]s) alive; the last one to drop deregisters.
+    pub(crate) handles: AtomicUsize,
 }
 
 impl MrInner {
-    /// Locks the buffer; a poisoned lock (a panic elsewhere) still yields the bytes.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
+    /// Locks the bytes; a poisoned lock (a panic elsewhere) still yields them.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Backing> {
         self.buf.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// Ends a loan: a lent region's bytes are never reached again once this returns (an
+    /// access still holding the region's `Arc` finds it released). An owned buffer stays
+    /// (it is freed with the last `Arc`).
+    pub(crate) fn release(&self) {
+        let mut b = self.lock();
+        if matches!(*b, Backing::Lent(_)) {
+            *b = Backing::Released;
+        }
+    }
 }
 
 /// A registered memory region. Cloning yields another handle to the same region.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct MemoryRegion {
     pub(crate) kind: MrKind,
+}
+
+impl Clone for MemoryRegion {
+    fn clone(&self) -> MemoryRegion {
+        if let MrKind::Soft { inner, .. } = &self.kind {
+            inner.handles.fetch_add(1, Ordering::Relaxed);
+        }
+        MemoryRegion {
+            kind: self.kind.clone(),
+        }
+    }
 }
 
 /// The provider's memory region.
 #[derive(Debug, Clone)]
 pub(crate) enum MrKind {
-    /// Soft provider: a heap buffer in the PD's table.
+    /// Soft provider: a heap buffer (or lent memory) in the tables of its PDs (one, or
+    /// several for [`crate::verbs::ProtectionDomain::register_lent_on`]).
     Soft {
         inner: Arc<MrInner>,
-        pd: Arc<crate::verbs::pd::PdInner>,
+        pds: Vec<Arc<crate::verbs::pd::PdInner>>,
     },
     /// vfio provider: DMA memory with an MKEY (reached only through copies).
     Vfio {
@@ -151,12 +282,11 @@ impl MemoryRegion {
                     .map_err(|e| Error::Memory(e.to_string()));
             }
         };
+        self.check_range(offset, data.len(), inner.len())?;
         let mut b = inner.lock();
-        let end = offset
-            .checked_add(data.len())
-            .filter(|&e| e <= b.len())
-            .ok_or_else(|| self.range_err(offset, data.len(), b.len()))?;
-        b[offset..end].copy_from_slice(data);
+        b.range_mut(offset, data.len())
+            .ok_or_else(|| self.released_err())?
+            .copy_from_slice(data);
         Ok(())
     }
 
@@ -173,12 +303,12 @@ impl MemoryRegion {
                     .map_err(|e| Error::Memory(e.to_string()));
             }
         };
+        self.check_range(offset, out.len(), inner.len())?;
         let b = inner.lock();
-        let end = offset
-            .checked_add(out.len())
-            .filter(|&e| e <= b.len())
-            .ok_or_else(|| self.range_err(offset, out.len(), b.len()))?;
-        out.copy_from_slice(&b[offset..end]);
+        out.copy_from_slice(
+            b.range(offset, out.len())
+                .ok_or_else(|| self.released_err())?,
+        );
         Ok(())
     }
 
@@ -193,7 +323,10 @@ impl MemoryRegion {
     /// the device off instead and hands out the bytes themselves.
     pub fn with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
         match &self.kind {
-            MrKind::Soft { inner, .. } => f(&mut inner.lock()),
+            MrKind::Soft { inner, .. } => match inner.lock().range_mut(0, inner.len()) {
+                Some(b) => f(b),
+                None => f(&mut []),
+            },
             MrKind::Vfio { mr, len, .. } => vfio_with(mr, 0, *len, f),
         }
     }
@@ -211,13 +344,11 @@ impl MemoryRegion {
     ) -> Result<R> {
         match &self.kind {
             MrKind::Soft { inner, .. } => {
+                self.check_range(offset, len, inner.len())?;
                 let mut b = inner.lock();
-                let size = b.len();
-                let end = offset
-                    .checked_add(len)
-                    .filter(|&e| e <= size)
-                    .ok_or_else(|| self.range_err(offset, len, size))?;
-                Ok(f(&mut b[offset..end]))
+                Ok(f(b
+                    .range_mut(offset, len)
+                    .ok_or_else(|| self.released_err())?))
             }
             MrKind::Vfio { mr, len: size, .. } => {
                 self.check_range(offset, len, *size)?;
@@ -233,6 +364,13 @@ impl MemoryRegion {
         }
     }
 
+    fn released_err(&self) -> Error {
+        Error::Memory(format!(
+            "lkey {:#x}: the memory lent to this region was released",
+            self.lkey()
+        ))
+    }
+
     fn range_err(&self, offset: usize, len: usize, size: usize) -> Error {
         Error::Memory(format!(
             "lkey {:#x}: range offset {offset} + {len} bytes exceeds the region's {size} bytes",
@@ -243,11 +381,15 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // The last application handle deregisters the region (ibv_dereg_mr). The vfio
+        // The last application handle deregisters the region (ibv_dereg_mr) and ends a loan
+        // (accesses in flight that still hold the region find it released). The vfio
         // provider's MKEY is destroyed when its last handle drops.
-        if let MrKind::Soft { inner, pd } = &self.kind {
-            if Arc::strong_count(inner) == 2 {
-                pd.deregister(inner.lkey);
+        if let MrKind::Soft { inner, pds } = &self.kind {
+            if inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+                for pd in pds {
+                    pd.deregister(inner.lkey);
+                }
+                inner.release();
             }
         }
     }

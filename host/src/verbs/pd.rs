@@ -6,10 +6,13 @@ use std::sync::{Arc, RwLock};
 
 use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::verbs::device::DeviceInner;
 use crate::verbs::key_map::KeyMap;
-use crate::verbs::mr::{check_access, AccessFlags, MemoryRegion, MrInner, MrKind};
+use crate::verbs::mr::{
+    check_access, AccessFlags, Backing, LentMemory, MemoryRegion, MrInner, MrKind,
+};
 
 /// Key allocator shared by all PDs of the process: keys stay unique, so a stale rkey from a
 /// deregistered region never resolves to a new one within 2^24 registrations.
@@ -59,6 +62,15 @@ pub(crate) enum PdKind {
 }
 
 impl ProtectionDomain {
+    /// `true` when `self` and `other` are handles of the same soft protection domain
+    /// (always `false` for the vfio provider's).
+    pub fn same(&self, other: &ProtectionDomain) -> bool {
+        match (&self.kind, &other.kind) {
+            (PdKind::Soft { inner: a, .. }, PdKind::Soft { inner: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Registers a zero-filled region of `len` bytes with the given access flags.
     ///
     /// lkey and rkey are equal (as on mlx5); keys are 24-bit index + 8-bit key byte.
@@ -100,34 +112,108 @@ impl ProtectionDomain {
             }
         };
         check_access(access, buf.len())?;
-        let index = NEXT_KEY_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
-        let key = (index << 8) | (index.wrapping_mul(0x9e) & 0xff);
         let addr = buf.as_ptr() as u64;
-        let inner = Arc::new(MrInner {
-            lkey: key,
-            rkey: key,
+        let len = buf.len();
+        Ok(insert(
+            vec![pd_inner.clone()],
+            Backing::Owned(buf),
             addr,
+            len,
             access,
-            len: buf.len(),
-            buf: std::sync::Mutex::new(buf),
-        });
-        pd_inner
-            .mrs
+        ))
+    }
+
+    /// Registers memory the caller lends (`mem`) for as long as the region stays registered:
+    /// the region's address is `mem.addr()` and its length `mem.len()`, and the provider
+    /// reads and writes the lent bytes in place, one range per access
+    /// ([`LentMemory::range`]). Dropping the last handle of the region deregisters it and
+    /// ends the loan: no access reaches `mem` after that.
+    ///
+    /// Errors: [`crate::Error::Memory`] when REMOTE_WRITE/REMOTE_ATOMIC lack LOCAL_WRITE or
+    /// `addr + len` overflows; [`crate::Error::Config`] on the vfio provider (its regions are
+    /// DMA memory it allocates).
+    pub fn register_lent(
+        &self,
+        mem: Box<dyn LentMemory>,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        ProtectionDomain::register_lent_on(&[self], mem, access)
+    }
+
+    /// [`ProtectionDomain::register_lent`] on several soft PDs at once (of one device or of
+    /// several): one region, one pair of keys (lkey = rkey, the same in every PD) and one
+    /// lock, found by the QPs of each PD. What the mesh uses when the rails of a connection
+    /// live on several devices and the caller lends the memory once.
+    ///
+    /// Errors: as [`ProtectionDomain::register_lent`]; [`crate::Error::Config`] for no PDs.
+    pub fn register_lent_on(
+        pds: &[&ProtectionDomain],
+        mem: Box<dyn LentMemory>,
+        access: AccessFlags,
+    ) -> Result<MemoryRegion> {
+        let mut all: Vec<Arc<PdInner>> = Vec::new();
+        for pd in pds {
+            let PdKind::Soft { inner, .. } = &pd.kind else {
+                return Err(Error::Config(
+                    "the vfio provider cannot register lent memory (its regions are DMA memory \
+                     it allocates); use register"
+                        .into(),
+                ));
+            };
+            if !all.iter().any(|p| Arc::ptr_eq(p, inner)) {
+                all.push(inner.clone());
+            }
+        }
+        if all.is_empty() {
+            return Err(Error::Config(
+                "registering lent memory on no protection domain".into(),
+            ));
+        }
+        let (addr, len) = (mem.addr(), mem.len());
+        check_access(access, len)?;
+        if addr.checked_add(len as u64).is_none() {
+            return Err(Error::Memory(format!(
+                "lent memory at {addr:#x} + {len} bytes overflows the address space"
+            )));
+        }
+        Ok(insert(all, Backing::Lent(mem), addr, len, access))
+    }
+}
+
+/// Puts a soft region into the tables of `pds` under a fresh key.
+fn insert(
+    pds: Vec<Arc<PdInner>>,
+    buf: Backing,
+    addr: u64,
+    len: usize,
+    access: AccessFlags,
+) -> MemoryRegion {
+    let index = NEXT_KEY_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+    let key = (index << 8) | (index.wrapping_mul(0x9e) & 0xff);
+    let inner = Arc::new(MrInner {
+        lkey: key,
+        rkey: key,
+        addr,
+        access,
+        len,
+        buf: std::sync::Mutex::new(buf),
+        handles: std::sync::atomic::AtomicUsize::new(1),
+    });
+    for pd in &pds {
+        pd.mrs
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, inner.clone());
-        tracing::debug!(
-            key = format_args!("{key:#x}"),
-            addr = format_args!("{addr:#x}"),
-            len = inner.len(),
-            "registered MR"
-        );
-        Ok(MemoryRegion {
-            kind: MrKind::Soft {
-                inner,
-                pd: pd_inner.clone(),
-            },
-        })
+    }
+    tracing::debug!(
+        key = format_args!("{key:#x}"),
+        addr = format_args!("{addr:#x}"),
+        len,
+        pds = pds.len(),
+        "registered MR"
+    );
+    MemoryRegion {
+        kind: MrKind::Soft { inner, pds },
     }
 }
 
@@ -175,7 +261,8 @@ impl MemoryAccess for PdMemory<'_> {
         kind: AccessKind,
     ) -> core::result::Result<(), MemError> {
         let (mr, off) = self.resolve(key, va, out.len() as u64, kind)?;
-        out.copy_from_slice(&mr.lock()[off..off + out.len()]);
+        let b = mr.lock();
+        out.copy_from_slice(b.range(off, out.len()).ok_or(MemError::InvalidKey)?);
         Ok(())
     }
 
@@ -187,7 +274,10 @@ impl MemoryAccess for PdMemory<'_> {
         kind: AccessKind,
     ) -> core::result::Result<(), MemError> {
         let (mr, off) = self.resolve(key, va, data.len() as u64, kind)?;
-        mr.lock()[off..off + data.len()].copy_from_slice(data);
+        let mut b = mr.lock();
+        b.range_mut(off, data.len())
+            .ok_or(MemError::InvalidKey)?
+            .copy_from_slice(data);
         Ok(())
     }
 
@@ -207,7 +297,7 @@ impl MemoryAccess for PdMemory<'_> {
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> core::result::Result<u64, MemError> {
         let (mr, off) = self.resolve(rkey, va, 8, AccessKind::RemoteAtomic)?;
         let mut buf = mr.lock();
-        let cell = &mut buf[off..off + 8];
+        let cell = buf.range_mut(off, 8).ok_or(MemError::InvalidKey)?;
         let mut b = [0u8; 8];
         b.copy_from_slice(cell);
         let orig = u64::from_ne_bytes(b);
