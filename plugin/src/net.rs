@@ -243,7 +243,7 @@ fn comm_id(key: usize) -> Result<u64> {
 }
 
 /// `regMr(comm, data, size, type)`: host memory only. With direct placement on
-/// (`RDMESH_PLACEMENT=1`; off by default) the range is also registered with every device of
+/// (`RDMESH_PLACEMENT=1`, the default) the range is also registered with every device of
 /// the connection (a region per protection domain,
 /// [`rdmesh_host::mesh::Lend::PerDevice`]): receives posted in it are placed by the sender's
 /// RDMA WRITEs, and sends from it are WRITTEN from it (docs/mesh.md, direct placement); where
@@ -266,7 +266,7 @@ pub fn reg_mr(comm: usize, addr: usize, size: usize, ty: i32) -> Result<usize> {
     }
     let make = || crate::export::memory::lend_registered(addr, size);
     let lend = rdmesh_host::mesh::Lend::PerDevice(&make);
-    // Direct placement off (RDMESH_PLACEMENT=0, the default): the range is only checked.
+    // Direct placement off (RDMESH_PLACEMENT=0): the range is only checked.
     let placement = state::current().is_ok_and(|p| p.config.mesh.placement);
     let reg = match state::lookup(comm, "comm")? {
         o @ (Object::Recv(_) | Object::Send(_)) if size > 0 && placement => {

@@ -290,6 +290,16 @@ fn scenarios_with_progress_shards_and_lanes() {
     }
 }
 
+/// The copy path (`RDMESH_PLACEMENT=0`, as with an older peer; the default places directly):
+/// the data-moving scenarios, every byte checked.
+#[test]
+fn scenarios_with_the_copy_path() {
+    let env = [("RDMESH_PLACEMENT", "0")];
+    for name in ["sizes", "smaller", "inflight", "close_inflight", "ring"] {
+        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
+    }
+}
+
 /// The scenarios with direct placement on (`RDMESH_PLACEMENT=1`: `regMr`'d receives are RDMA
 /// WRITTEN by the sender, from `regMr`'d send buffers), over two lanes on two shards: every
 /// byte and size is checked as with the copy path, and closing with placed transfers in
