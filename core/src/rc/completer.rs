@@ -29,6 +29,7 @@
 use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
+use super::psn_bits::Mask;
 use super::recovery::{DUP_THRESH, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
@@ -256,6 +257,10 @@ impl<const SQ: usize> Requester<SQ> {
     fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool) {
         self.advance_scoreboard();
         let c = self.comp_psn;
+        let out = self.psn_hi.distance_from(c).min(SR_WINDOW);
+        if out == 0 {
+            return;
+        }
         let mut hi = self.ack_hi.sub(1);
         for h in [self.sacked.highest(), self.got.highest(), hint]
             .into_iter()
@@ -266,66 +271,77 @@ impl<const SQ: usize> Requester<SQ> {
             }
         }
         let few = self.psn_hi.distance_from(c) <= RTO_LOW_PACKETS;
-        let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
-            srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
-        });
-        let mut first = true;
-        let mut marks: heapless::Vec<Psn, { SR_WINDOW as usize }> = heapless::Vec::new();
+        // The window as offsets from `c`, a whole bitmap per step (this runs for every READ
+        // response that arrives behind a hole): which PSNs belong to READs and atomics...
+        let (mut reads, mut atomics) = (Mask::default(), Mask::default());
         for e in self.sq.iter() {
             if !e.first_psn.before(self.psn_hi) {
                 break;
             }
-            let from = if e.is_read() {
-                e.request_psn()
+            if !e.is_rd_atomic() || !e.end_psn().after(c) {
+                continue;
+            }
+            let lo = if e.first_psn.after(c) {
+                e.first_psn.distance_from(c)
             } else {
-                e.first_psn
+                0
             };
-            let n = if e.is_atomic() { 1 } else { e.npkts };
-            for k in from.distance_from(e.first_psn)..n {
-                let q = e.first_psn.add(k);
-                if q.before(c) {
-                    continue;
-                }
-                if !q.before(self.psn_hi) || marks.is_full() {
-                    break;
-                }
-                // A READ/atomic the responder holds (deferred) is SACKed; once it executed
-                // (ePSN past it), only its response counts.
-                let held = self.sacked.contains(q) && !q.before(self.ack_hi);
-                let delivered = if e.is_read() {
-                    self.got.contains(q) || held
-                } else if e.is_atomic() {
-                    held
-                } else {
-                    self.sacked.contains(q) || q.before(self.ack_hi)
-                };
-                if delivered {
-                    continue;
-                }
-                let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
+            let m = Mask::range(lo, e.end_psn().distance_from(c));
+            if e.is_read() {
+                reads = reads | m;
+            } else {
+                atomics = atomics | m;
+            }
+        }
+        // ... and which were delivered. A READ/atomic the responder holds (deferred) is
+        // SACKed; once it executed (ePSN past it), only its response counts.
+        let acked = if self.ack_hi.after(c) {
+            Mask::range(0, self.ack_hi.distance_from(c))
+        } else {
+            Mask::default()
+        };
+        let sacked = self.sacked.mask_from(c);
+        let held = sacked & !acked;
+        let rd = reads | atomics;
+        let delivered = (reads & self.got.mask_from(c)) | (rd & held) | (!rd & (sacked | acked));
+        let undelivered = Mask::range(0, out) & !delivered;
+        let mut lost = Mask::default();
+        if timeout {
+            if few {
+                lost = undelivered;
+            } else if let Some(i) = undelivered.lowest() {
+                lost = Mask::range(i, i + 1);
+            }
+        } else {
+            let resent = self.resent.mask_from(c);
+            if hi == c || hi.after(c) {
+                // Never resent: lost once something DUP_THRESH beyond arrived.
+                let h = hi.distance_from(c) + 1;
+                lost = undelivered & !resent & Mask::range(0, h.saturating_sub(DUP_THRESH));
+            }
+            let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
+            let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
+                srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
+            });
+            for i in (undelivered & resent).ones() {
+                let q = c.add(i);
                 let slot = (q.value() % SR_WINDOW) as usize;
-                let lost = if timeout {
-                    first || few
-                } else if self.resent.contains(q) {
-                    // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
-                    // whose window is often stuck with nothing new to send — (RACK-like, RFC
-                    // 8985) not answered one RTO_low after the re-READ while later responses
-                    // keep arriving. (Not for SEND/WRITE: a packet the responder could not
-                    // place for want of a receive WQE would be resent over and over.)
-                    beyond(self.retx_mark[slot])
-                        || (e.is_read()
-                            && hi.after(q)
-                            && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns)
-                } else {
-                    beyond(q)
-                };
-                first = false;
-                if lost && !self.resend.contains(q) {
-                    let _ = marks.push(q);
+                // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
+                // whose window is often stuck with nothing new to send — (RACK-like, RFC
+                // 8985) not answered one RTO_low after the re-READ while later responses
+                // keep arriving. (Not for SEND/WRITE: a packet the responder could not
+                // place for want of a receive WQE would be resent over and over.)
+                let again = beyond(self.retx_mark[slot])
+                    || (reads.has(i)
+                        && hi.after(q)
+                        && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns);
+                if again {
+                    lost = lost | Mask::range(i, i + 1);
                 }
             }
         }
-        for q in marks {
+        for i in (lost & !self.resend.mask_from(c)).ones() {
+            let q = c.add(i);
             if timeout {
                 self.timer_marked.insert(q);
             }
