@@ -30,7 +30,7 @@ use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
 use super::psn_bits::Mask;
-use super::recovery::{DUP_THRESH, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
+use super::recovery::{DUP_THRESH, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
@@ -315,29 +315,51 @@ impl<const SQ: usize> Requester<SQ> {
         } else {
             let resent = self.resent.mask_from(c);
             if hi == c || hi.after(c) {
-                // Never resent: lost once something DUP_THRESH beyond arrived.
+                // Never resent: lost once something DUP_THRESH beyond arrived — a READ
+                // response as soon as anything beyond it arrived: the responder sends its
+                // responses, and every ACK/SACK after them, in PSN order (IRN's READ (N)ACK).
                 let h = hi.distance_from(c) + 1;
-                lost = undelivered & !resent & Mask::range(0, h.saturating_sub(DUP_THRESH));
+                let fresh = undelivered & !resent;
+                lost = (fresh & !reads & Mask::range(0, h.saturating_sub(DUP_THRESH)))
+                    | (fresh & reads & Mask::range(0, h - 1));
             }
-            let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
-            let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
-                srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
-            });
+            let beyond = |p: Psn, thresh: u32| hi.after(p) && hi.distance_from(p) >= thresh;
+            let rr_rto = self.reread_rto_ns();
+            let mut due: Option<Instant> = None;
             for i in (undelivered & resent).ones() {
                 let q = c.add(i);
                 let slot = (q.value() % SR_WINDOW) as usize;
-                // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
-                // whose window is often stuck with nothing new to send — (RACK-like, RFC
-                // 8985) not answered one RTO_low after the re-READ while later responses
-                // keep arriving. (Not for SEND/WRITE: a packet the responder could not
-                // place for want of a receive WQE would be resent over and over.)
-                let again = beyond(self.retx_mark[slot])
-                    || (reads.has(i)
-                        && hi.after(q)
-                        && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns);
+                let again = if reads.has(i) {
+                    // A re-READ PSN is lost again once anything the requester sent after the
+                    // re-READ was answered (the responder saw the re-READ first and answers
+                    // it ahead of its queue), a later re-READ or a later PSN of the same run
+                    // was answered (re-READs are answered in order), or its answer is
+                    // overdue (`reread_timer`; RACK's idea, RFC 8985).
+                    let seq = self.retx_seq[slot];
+                    let later = self.reread_seen.is_some_and(|(s, p)| {
+                        let d = s.wrapping_sub(seq) as i32;
+                        d > 0 || (d == 0 && p.after(q))
+                    });
+                    let at = rr_rto.map(|t| self.sent_at[slot].add_nanos(t));
+                    let overdue = at.is_some_and(|t| t <= self.now);
+                    let again = !hi.before(self.retx_mark[slot]) || later || overdue;
+                    if !again {
+                        due = super::timer::earliest(due, at);
+                    }
+                    again
+                } else {
+                    // DUP_THRESH beyond what was new at the resend. (No timer rule: a packet
+                    // the responder could not place for want of a receive WQE would be
+                    // resent over and over.)
+                    beyond(self.retx_mark[slot], DUP_THRESH)
+                };
                 if again {
                     lost = lost | Mask::range(i, i + 1);
                 }
+            }
+            match due {
+                Some(t) => self.reread_timer.arm(t),
+                None => self.reread_timer.stop(),
             }
         }
         for i in (lost & !self.resend.mask_from(c)).ones() {
@@ -630,6 +652,23 @@ impl<const SQ: usize> Requester<SQ> {
             self.complete_in_error(i, WcStatus::LocProtErr);
             return Err(Fatal);
         }
+        let slot = (psn.value() % SR_WINDOW) as usize;
+        if self.resent.contains(psn) {
+            // The answer to a re-READ: the first of its run to arrive times the re-READ.
+            let seq = self.retx_seq[slot];
+            let newer = self.reread_seen.map_or(true, |(s, _)| s != seq);
+            if newer {
+                self.reread_sample(now.0.saturating_sub(self.sent_at[slot].0));
+            }
+            let later = self.reread_seen.map_or(true, |(s, p)| {
+                let d = seq.wrapping_sub(s) as i32;
+                d > 0 || (d == 0 && psn.after(p))
+            });
+            if later {
+                self.reread_seen = Some((seq, psn));
+            }
+            self.reread_backoff = 0;
+        }
         if k == 0 && self.resent.is_empty() {
             // The first response of a READ sent once: a round-trip sample (Karn).
             let sent = self.sent_at[(psn.value() % SR_WINDOW) as usize];
@@ -804,7 +843,8 @@ impl<const SQ: usize> Requester<SQ> {
 
     /// The earliest timer deadline, if any.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        super::timer::earliest(self.retrans_timer.deadline(), self.rnr_timer.deadline())
+        let d = super::timer::earliest(self.retrans_timer.deadline(), self.rnr_timer.deadline());
+        super::timer::earliest(d, self.reread_timer.deadline())
     }
 
     /// Runs expired timers.
@@ -823,6 +863,12 @@ impl<const SQ: usize> Requester<SQ> {
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm_if_idle(now.add_nanos(t));
             }
+        }
+        if self.reread_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
+            // A re-READ's answer is overdue: ask again (a fast retransmit, not a timeout),
+            // waiting twice as long next time until an answer arrives.
+            self.detect_losses(None, false);
+            self.reread_backoff += 1;
         }
         if self.retrans_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
             ctr.timeouts += 1;

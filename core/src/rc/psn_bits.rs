@@ -44,6 +44,7 @@ fn trailing_zeros(b: Bits) -> u32 {
 pub(crate) struct Mask(Bits);
 
 /// Bits `0..n` (all of them for `n >= SR_WINDOW`).
+#[inline]
 fn low_ones(n: u32) -> Bits {
     match n {
         0 => [0, 0],
@@ -56,6 +57,7 @@ fn low_ones(n: u32) -> Bits {
 
 impl Mask {
     /// Offsets `lo..hi` (clamped to the window; empty when `hi <= lo`).
+    #[inline]
     pub(crate) fn range(lo: u32, hi: u32) -> Mask {
         if hi <= lo {
             return Mask::default();

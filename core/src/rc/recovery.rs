@@ -60,6 +60,12 @@ pub const RTO_HIGH_MIN_NS: u64 = 4_000_000;
 /// [`RTO_HIGH_MIN_NS`] for why a software host needs more).
 pub const RTO_LOW_MIN_NS: u64 = 1_000_000;
 
+/// Selective repeat: floor of the time a re-READ's answer may take before the requester asks
+/// again (`Requester::reread_rto_ns`). The responder answers re-READs ahead of its response
+/// queue, so the answer is due within one unloaded round trip; a spurious re-READ costs one
+/// request and the duplicates of its run, a lost one a stuck window until the timer.
+pub const RTO_REREAD_MIN_NS: u64 = 250_000;
+
 /// How a QP recovers from lost packets. Both QPs of a connection must use the same mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -33,7 +33,9 @@ use super::memory::{gather, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
+use super::recovery::{
+    Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, RTO_REREAD_MIN_NS, SR_WINDOW,
+};
 use super::timer::{ack_timeout_ns, Instant, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
 use super::Fatal;
@@ -184,6 +186,26 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) retx_mark: [Psn; SR_WINDOW as usize],
     /// Selective repeat: when each PSN (by `psn % SR_WINDOW`) was last sent.
     pub(crate) sent_at: [Instant; SR_WINDOW as usize],
+    /// Selective repeat: for each resent PSN (by `psn % SR_WINDOW`), the sequence number of
+    /// the resend that last carried it (a re-READ carries its whole run).
+    pub(crate) retx_seq: [u32; SR_WINDOW as usize],
+    /// Selective repeat: the sequence number the next resend gets.
+    pub(crate) retx_seq_next: u32,
+    /// Selective repeat: the latest re-READ answered so far — its sequence number and the
+    /// highest PSN of its answer that arrived. The responder answers re-READs in the order
+    /// they arrive, each in PSN order: a re-READ PSN still missing behind it was lost.
+    pub(crate) reread_seen: Option<(u32, Psn)>,
+    /// Selective repeat: smoothed time from a re-READ to its answer and its variation, ns
+    /// (RFC 6298's estimator over re-READs only; `None` before the first answer).
+    pub(crate) rr_srtt_ns: Option<u64>,
+    pub(crate) rr_rttvar_ns: u64,
+    /// Selective repeat: runs when a re-READ's answer is overdue ([`Self::reread_rto_ns`]
+    /// after it was sent), so that a lost re-READ or answer is asked for again without the
+    /// retransmit timeout — nothing else reveals it while the window is stuck behind it.
+    pub(crate) reread_timer: Timer,
+    /// Selective repeat: expiries of `reread_timer` since a re-READ was last answered (the
+    /// overdue time doubles with each).
+    pub(crate) reread_backoff: u32,
     /// Selective repeat: smoothed round-trip time and its variation, ns (RFC 6298); `None`
     /// before the first sample.
     pub(crate) srtt_ns: Option<u64>,
@@ -233,6 +255,13 @@ impl<const SQ: usize> Requester<SQ> {
             timer_marked: PsnBits::default(),
             retx_mark: [Psn::new(0); SR_WINDOW as usize],
             sent_at: [Instant(0); SR_WINDOW as usize],
+            retx_seq: [0; SR_WINDOW as usize],
+            retx_seq_next: 0,
+            reread_seen: None,
+            rr_srtt_ns: None,
+            rr_rttvar_ns: 0,
+            reread_timer: Timer::default(),
+            reread_backoff: 0,
             srtt_ns: None,
             rttvar_ns: 0,
             backoff: 0,
@@ -300,6 +329,40 @@ impl<const SQ: usize> Requester<SQ> {
         };
         let rto = srtt.saturating_add(margin).max(floor);
         Some(rto.saturating_mul(1 << self.backoff.min(20)).min(ibta))
+    }
+
+    /// How long a re-READ's answer may take before the run is asked for again (selective
+    /// repeat): the re-READ round trip (SRTT + 4·RTTVAR over re-READs; the responder answers
+    /// them ahead of its queue, so this is far shorter than the READ round trip), at least
+    /// [`RTO_REREAD_MIN_NS`], doubled per overdue expiry without an answer, at most the
+    /// retransmit timeout. Before the first answer: RTO_low.
+    pub(crate) fn reread_rto_ns(&self) -> Option<u64> {
+        let rto = self.rto_ns()?;
+        let Some(srtt) = self.rr_srtt_ns else {
+            let low = self
+                .srtt_ns
+                .map_or(rto, |s| s.saturating_add(self.rttvar_ns).max(RTO_LOW_MIN_NS));
+            return Some(low.min(rto));
+        };
+        let t = srtt
+            .saturating_add(4 * self.rr_rttvar_ns)
+            .max(RTO_REREAD_MIN_NS);
+        Some(t.saturating_mul(1 << self.reread_backoff.min(20)).min(rto))
+    }
+
+    /// Feeds one re-READ answer time (RFC 6298 §2, as [`Self::rtt_sample`]).
+    pub(crate) fn reread_sample(&mut self, rtt_ns: u64) {
+        match self.rr_srtt_ns {
+            None => {
+                self.rr_srtt_ns = Some(rtt_ns);
+                self.rr_rttvar_ns = rtt_ns / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(rtt_ns);
+                self.rr_rttvar_ns = (3 * self.rr_rttvar_ns + err) / 4;
+                self.rr_srtt_ns = Some((7 * srtt + rtt_ns) / 8);
+            }
+        }
     }
 
     /// PSNs sent and not known to be delivered: outstanding, less those the responder holds
@@ -564,12 +627,20 @@ impl<const SQ: usize> Requester<SQ> {
         if resend.is_some() {
             self.resend.advance(self.comp_psn);
             self.resent.advance(self.comp_psn);
+            let seq = self.retx_seq_next;
+            self.retx_seq_next = seq.wrapping_add(1);
+            if run.is_some() {
+                if let Some(t) = self.reread_rto_ns() {
+                    self.reread_timer.arm_if_idle(now.add_nanos(t));
+                }
+            }
             for i in 0..run.unwrap_or(1) {
                 let q = psn.add(i);
                 self.resend.remove(q);
                 self.timer_marked.remove(q);
                 self.resent.insert(q);
                 self.retx_mark[(q.value() % SR_WINDOW) as usize] = self.psn_hi;
+                self.retx_seq[(q.value() % SR_WINDOW) as usize] = seq;
                 self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
             }
         } else {
@@ -745,6 +816,7 @@ impl<const SQ: usize> Requester<SQ> {
         self.cur_pkt = 0;
         self.retrans_timer.stop();
         self.rnr_timer.stop();
+        self.reread_timer.stop();
         self.resend.clear();
         self.sacked.clear();
         self.got.clear();

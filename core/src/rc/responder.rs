@@ -1079,14 +1079,31 @@ impl<const RQ: usize> Responder<RQ> {
                 ctr.dropped_packets += 1;
                 return;
             }
-            // Ahead of the queue: the requester's window is stuck until these arrive. Responses
-            // still leave before every ACK/NAK queued after them.
+            // Ahead of the queue (the requester's window is stuck until these arrive), behind
+            // the re-READs queued before this one: re-READs are answered in the order they
+            // arrived, so the requester reads the answer to a later one as proof that an
+            // earlier answer was lost. Responses still leave before every ACK/NAK queued
+            // after them.
+            let lead = self
+                .out
+                .iter()
+                .take_while(|r| matches!(r, Response::ReadPart { .. }))
+                .count();
+            let mut parts: heapless::Vec<Response, RESP_QUEUE> = heapless::Vec::new();
+            for _ in 0..lead {
+                if let Some(p) = self.out.pop_front() {
+                    let _ = parts.push(p);
+                }
+            }
             let _ = self.out.push_front(Response::ReadPart {
                 slot,
                 start: k,
                 next: k,
                 end,
             });
+            while let Some(p) = parts.pop() {
+                let _ = self.out.push_front(p);
+            }
             return;
         }
         r.replay = true;
