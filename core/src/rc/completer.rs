@@ -864,11 +864,20 @@ impl<const SQ: usize> Requester<SQ> {
                 self.retrans_timer.arm_if_idle(now.add_nanos(t));
             }
         }
+        let mut asked_again = false;
         if self.reread_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
             // A re-READ's answer is overdue: ask again (a fast retransmit, not a timeout),
             // waiting twice as long next time until an answer arrives.
             self.detect_losses(None, false);
             self.reread_backoff += 1;
+            asked_again = self.resend.first_from(self.comp_psn).is_some();
+        }
+        if asked_again && self.retrans_timer.deadline().is_some_and(|d| d <= now) {
+            // The retransmit timer expires at the same time: the re-READ just marked is the
+            // better answer; the timer runs again from now.
+            if let Some(t) = self.rto_ns() {
+                self.retrans_timer.arm(now.add_nanos(t));
+            }
         }
         if self.retrans_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
             ctr.timeouts += 1;

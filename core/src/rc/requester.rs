@@ -339,9 +339,9 @@ impl<const SQ: usize> Requester<SQ> {
     pub(crate) fn reread_rto_ns(&self) -> Option<u64> {
         let rto = self.rto_ns()?;
         let Some(srtt) = self.rr_srtt_ns else {
-            let low = self
-                .srtt_ns
-                .map_or(rto, |s| s.saturating_add(self.rttvar_ns).max(RTO_LOW_MIN_NS));
+            let low = self.srtt_ns.map_or(rto, |s| {
+                s.saturating_add(self.rttvar_ns).max(RTO_LOW_MIN_NS)
+            });
             return Some(low.min(rto));
         };
         let t = srtt

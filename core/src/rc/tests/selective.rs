@@ -639,3 +639,74 @@ fn read_and_atomic_behind_a_hole_are_deferred_and_executed_once() {
     assert_eq!(a.timeouts, 0);
     assert_eq!(p.count(Dir::AtoB, Opcode::RcFetchAdd), 1, "never resent");
 }
+
+/// A READ of 10 responses (PSN 100..=109, MTU 256) from B's pattern into A's zeros, with
+/// B→A packets dropped by `drop_nth(psn, nth transmission of that PSN)`; returns the pair
+/// after the link settled.
+fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
+    let mut p = pair(Recovery::Selective, 2560);
+    p.mem_b.regions.clear();
+    p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
+    p.mem_a.regions.clear();
+    p.mem_a.add(KEY_A, BASE_A, 2560, Access::ALL, |_| 0);
+    p.a.post_send(send_wqe(
+        1,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A, 2560, KEY_A)],
+        BASE_B,
+        KEY_B,
+    ))
+    .unwrap();
+    let mut sent = std::collections::HashMap::<u32, usize>::new();
+    p.run_with(10_000, |d, h, _| {
+        if d == Dir::BtoA && h.bth.opcode.is_read_response() {
+            let psn = h.bth.psn.value();
+            let n = sent.entry(psn).or_insert(0);
+            *n += 1;
+            if drop_nth(psn, *n) {
+                return Fate::Drop;
+            }
+        }
+        Fate::Deliver
+    });
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
+    );
+    assert_eq!(
+        p.mem_a.bytes(KEY_A, BASE_A, 2560),
+        p.mem_b.bytes(KEY_B, BASE_B, 2560)
+    );
+    assert!(
+        p.mem_a
+            .write_counts(KEY_A, BASE_A, 2560)
+            .iter()
+            .all(|&c| c == 1),
+        "every byte placed once"
+    );
+    p
+}
+
+#[test]
+fn lost_re_read_answers_are_asked_for_again_without_the_retransmit_timeout() {
+    // 102 and 105 lost, then the answer to the re-READ of 102: the answer to the later
+    // re-READ (105) arrives first — B answers re-READs in the order they came — so 102 is
+    // read a third time at once. Before: the timeout (nothing new was sent after the
+    // re-READs, and no time passes while the responses arrive).
+    let p = read_with_drops(|psn, n| (psn == 102 && n <= 2) || (psn == 105 && n == 1));
+    let a = p.a.counters();
+    assert_eq!((a.fast_retransmits, a.timeouts), (3, 0), "{a:?}");
+    let t_seq = p.now;
+
+    // 108 lost (109 reveals it), then the answer to its re-READ: nothing follows, so the
+    // re-READ timer asks again (RTO_low before any re-READ was timed) — no retransmit
+    // timeout, no retry spent.
+    let p = read_with_drops(|psn, n| psn == 108 && n <= 2);
+    let a = p.a.counters();
+    assert_eq!(
+        (a.fast_retransmits, a.timeouts, a.retries),
+        (2, 0, 0),
+        "{a:?}"
+    );
+    assert!(p.now > t_seq, "waited for the re-READ timer");
+}
