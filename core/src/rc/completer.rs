@@ -21,7 +21,9 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit), a NAK without SACK block (the responder dropped packets it
+//!   beyond it (fast retransmit) — a READ response as soon as anything beyond it arrived, a
+//!   re-READ's run again once something sent after it or a later re-READ was answered or
+//!   the re-READ timer finds it overdue —, a NAK without SACK block (the responder dropped packets it
 //!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
 //!   instead of rewinding the cursor; the timer follows the round-trip time (see
 //!   `Requester::rto_ns`).
@@ -498,6 +500,9 @@ impl<const SQ: usize> Requester<SQ> {
             // behind it shows up in its SACKs.
             self.advance_scoreboard();
             self.resent.clear();
+            // Not executed, whatever an earlier SACK said (a held WRITE with immediate that
+            // found no receive WQE in sequence stays held there, waiting for this resend).
+            self.sacked.remove(psn);
             self.resend.insert(psn);
         } else {
             self.rewind();

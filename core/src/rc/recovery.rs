@@ -18,9 +18,11 @@
 //!   hold draws one NAK without SACK block per ePSN: the requester then resends at once
 //!   everything not held.
 //! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
-//!   is resent alone (a READ: the run of responses it misses); READ responses are placed on
-//!   arrival; the retransmit timer follows the measured round trip, with a short RTO_low when
-//!   at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
+//!   is resent alone (a READ: the run of responses it misses, as soon as anything beyond a
+//!   missing response arrived; the responder answers re-READs in arrival order, so a later
+//!   answer, or a re-READ timer of at least [`RTO_REREAD_MIN_NS`], shows a lost re-READ);
+//!   READ responses are placed on arrival; the retransmit timer follows the measured round
+//!   trip, with a short RTO_low when at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
 //! - **In flight.** New packets stop while `max_inflight` PSNs are *undelivered* (sent, not
 //!   acknowledged, not held by the responder — IRN's BDP-FC counts them so) or the oldest
 //!   unacknowledged PSN is [`SR_WINDOW`] behind: while a hole is repaired, new packets take

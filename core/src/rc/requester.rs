@@ -63,7 +63,8 @@ pub(crate) struct SqEntry {
     pub(crate) first_psn: Psn,
     /// READ only: response packets received in order so far.
     pub(crate) read_done: u32,
-    /// Selective repeat: a plain WRITE sent as self-placing RDMA_WRITE_ONLY packets.
+    /// Selective repeat: a WRITE sent as self-placing RDMA_WRITE_ONLY packets (with
+    /// immediate: the last one an RDMA_WRITE_ONLY_WITH_IMMEDIATE naming the whole message).
     pub(crate) split: bool,
     /// SEND and WRITE with immediate: receive WQEs consumed at the peer by the messages
     /// before this one (the placement header's receive sequence number).
@@ -423,8 +424,13 @@ impl<const SQ: usize> Requester<SQ> {
         // would change what it reads). A WRITE overlapping an earlier outstanding one is split
         // too: the responder never lets an earlier packet overwrite bytes a later held packet
         // placed (`Responder::write_ordered`), so the later WRITE's data wins as in order.
+        // A WRITE with immediate too: its last packet carries the immediate data and the
+        // whole message's RETH (see `build`).
         let split = self.selective()
-            && wqe.opcode == SendOpcode::RdmaWrite
+            && matches!(
+                wqe.opcode,
+                SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+            )
             && !self.sq.iter().any(|e| e.is_rd_atomic());
         let first_psn = self.tail_psn;
         let consumes_recv = matches!(
@@ -717,6 +723,25 @@ impl<const SQ: usize> Requester<SQ> {
         let ack_req =
             last || self.noack_pkts + 1 >= MAX_PKTS_PER_ACK || (resend && self.selective());
         let solicited = last && wqe.solicited;
+        if entry.split && imm && last {
+            // Selective repeat, the last packet of a split WRITE with immediate: an
+            // RDMA_WRITE_ONLY_WITH_IMMEDIATE whose RETH names the whole message (the DMA
+            // length the receive completion reports) and whose payload is its last bytes; it
+            // consumes the receive WQE and completes it once every earlier PSN is executed.
+            let mut hdr = TransportRepr::new(path.bth(
+                Opcode::RcRdmaWriteOnlyWithImmediate,
+                psn,
+                ack_req,
+                solicited,
+            ));
+            hdr.reth = Some(RethRepr {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                dma_len: entry.len,
+            });
+            hdr.imm = Some(wqe.imm);
+            return (hdr, off, seg as usize, 1, ack_req);
+        }
         if entry.split {
             // Selective repeat: every packet an RDMA_WRITE_ONLY with its own RETH.
             let mut hdr =

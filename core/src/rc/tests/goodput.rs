@@ -23,7 +23,7 @@ const BASE_B: u64 = 0x9000_0000;
 /// What one simulated run does.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link {
-    /// Operation: `SendOpcode::RdmaWrite`, `Send` or `RdmaRead`.
+    /// Operation: `SendOpcode::RdmaWrite`, `Send`, `RdmaRead` or `RdmaWriteWithImm`.
     pub(crate) op: SendOpcode,
     /// Message size in bytes.
     pub(crate) size: u32,
@@ -148,7 +148,8 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
             completed += 1;
         }
         let _ = p.recv_completions(Dir::BtoA);
-        while link.op == SendOpcode::Send && (p.b.recv_queue_len() as u64) < link.rx_depth as u64 {
+        let consumes_recv = matches!(link.op, SendOpcode::Send | SendOpcode::RdmaWriteWithImm);
+        while consumes_recv && (p.b.recv_queue_len() as u64) < link.rx_depth as u64 {
             let slot = recv_posted % slots;
             p.b.post_recv(recv_wqe(
                 recv_posted,
@@ -276,6 +277,7 @@ fn goodput_table() {
         SendOpcode::RdmaWrite,
         SendOpcode::Send,
         SendOpcode::RdmaRead,
+        SendOpcode::RdmaWriteWithImm,
     ] {
         let base = run(Recovery::Selective, link(op, 0, 1)).mbps;
         let base_gbn = run(Recovery::GoBackN, link(op, 0, 1)).mbps;

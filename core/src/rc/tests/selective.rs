@@ -378,10 +378,49 @@ fn overlapping_writes_keep_the_later_bytes_under_loss() {
 
 #[test]
 fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
-    // A WRITE with immediate is not split: its MIDDLE packets carry no address, and those
-    // after a lost packet cannot be held. The responder says so with a NAK without SACK,
-    // and the requester resends from the hole at once (go-back-N over what was not kept),
-    // where it used to wait for the retransmit timer.
+    // A WRITE behind an outstanding READ is not split: its MIDDLE packets carry no address,
+    // and those after a lost packet cannot be held. The responder says so with a NAK without
+    // SACK, and the requester resends from the hole at once (go-back-N over what was not
+    // kept), where it used to wait for the retransmit timer.
+    let mut p = pair(Recovery::Selective, 5120);
+    p.b.post_recv(recv_wqe(9, &[])).unwrap();
+    // READ (PSN 100) of 256 zero bytes from B into A beyond the compared range.
+    p.a.post_send(send_wqe(
+        1,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A + 2560, 256, KEY_A)],
+        BASE_B + 4096,
+        KEY_B,
+    ))
+    .unwrap();
+    write_from(&mut p, 2, 0, 0, 2560, true);
+    let t0 = p.now;
+    p.run_with(10_000, drop_first_ab(|psn| psn == 103));
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [
+            ok_wc(1, WcOpcode::RdmaRead, 256, QPN_A),
+            ok_wc(2, WcOpcode::RdmaWrite, 2560, QPN_A)
+        ]
+    );
+    assert_eq!(p.recv_completions(Dir::BtoA).len(), 1);
+    assert_delivered_once(&p, 2560);
+    let (a, b) = (p.a.counters(), p.b.counters());
+    assert_eq!(a.timeouts, 0);
+    assert_eq!(p.now, t0);
+    assert_eq!(b.out_of_order_placed, 0);
+    // 103 and the 7 packets dropped behind it, each once.
+    assert_eq!(a.retransmitted_packets, 8);
+}
+
+#[test]
+fn write_with_immediate_is_split_and_only_the_lost_packet_is_resent() {
+    // With nothing outstanding before it, a WRITE with immediate goes out split: 9
+    // RDMA_WRITE_ONLY packets, then an RDMA_WRITE_ONLY_WITH_IMMEDIATE whose RETH names the
+    // whole message and whose payload is its last 256 bytes. 102 is lost: the packets behind
+    // it — the immediate one too — are placed on arrival, 102 alone is resent, and the
+    // receive completion (after every byte) reports the whole length and the immediate data.
+    // Before, the MIDDLE/LAST packets behind 102 could not be held: 8 resends.
     let mut p = pair(Recovery::Selective, 2560);
     p.b.post_recv(recv_wqe(9, &[])).unwrap();
     write_from(&mut p, 1, 0, 0, 2560, true);
@@ -391,14 +430,46 @@ fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
         p.send_completions(Dir::AtoB),
         [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
     );
-    assert_eq!(p.recv_completions(Dir::BtoA).len(), 1);
+    assert_eq!(
+        p.recv_completions(Dir::BtoA),
+        [WorkCompletion {
+            wr_id: 9,
+            status: WcStatus::Success,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            byte_len: 2560,
+            imm_data: Some(0x5eed),
+            qp_num: QPN_B,
+        }]
+    );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    assert_eq!(a.timeouts, 0);
+    assert_eq!((a.timeouts, a.retransmitted_packets), (0, 1));
+    assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(p.now, t0);
-    assert_eq!(b.out_of_order_placed, 0);
-    // 102 and the 7 packets dropped behind it, each once.
-    assert_eq!(a.retransmitted_packets, 8);
+    let last = p
+        .trace
+        .iter()
+        .find(|(d, h, _)| *d == Dir::AtoB && h.bth.psn.value() == 109)
+        .map(|(_, h, n)| (h.bth.opcode, h.reth, h.imm, *n));
+    assert_eq!(
+        last,
+        Some((
+            Opcode::RcRdmaWriteOnlyWithImmediate,
+            Some(RethRepr {
+                va: BASE_B,
+                rkey: KEY_B,
+                dma_len: 2560
+            }),
+            Some(0x5eed),
+            256
+        ))
+    );
+    let onlys = p
+        .trace
+        .iter()
+        .filter(|(d, h, _)| *d == Dir::AtoB && h.bth.opcode == Opcode::RcRdmaWriteOnly)
+        .count();
+    assert_eq!(onlys, 9 + 1, "9 packets and the resend of 102");
 }
 
 #[test]
@@ -709,4 +780,44 @@ fn lost_re_read_answers_are_asked_for_again_without_the_retransmit_timeout() {
         "{a:?}"
     );
     assert!(p.now > t_seq, "waited for the re-READ timer");
+}
+
+#[test]
+fn held_write_with_immediate_waits_out_rnr_without_writing_twice() {
+    // The split WRITE with immediate of the test above, 102 lost, and no receive WQE posted:
+    // when the resend of 102 fills the hole, the held immediate packet (109, data placed)
+    // cannot complete — RNR NAK. It stays held; once a receive WQE is posted, its resend
+    // completes the message without writing the bytes again, and nothing else is resent.
+    let mut p = pair(Recovery::Selective, 2560);
+    write_from(&mut p, 1, 0, 0, 2560, true);
+    while p.transmit(Dir::AtoB) {}
+    let at = p
+        .a_to_b
+        .iter()
+        .position(|pkt| parse(pkt).0.bth.psn.value() == 102)
+        .unwrap();
+    p.a_to_b.remove(at);
+    p.settle();
+    assert_eq!(p.b.counters().naks_sent.rnr, 1);
+    assert!(p.send_completions(Dir::AtoB).is_empty());
+    p.b.post_recv(recv_wqe(9, &[])).unwrap();
+    p.run();
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+    );
+    let wcs = p.recv_completions(Dir::BtoA);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.byte_len, w.imm_data))
+            .collect::<Vec<_>>(),
+        [(2560, Some(0x5eed))]
+    );
+    assert_delivered_once(&p, 2560);
+    let a = p.a.counters();
+    assert_eq!(
+        (a.retransmitted_packets, a.timeouts),
+        (2, 0),
+        "102, then 109 after the RNR wait"
+    );
 }
