@@ -765,11 +765,12 @@ impl<const RQ: usize> Responder<RQ> {
         if self.held.first_from(psn.add(1)).is_none() {
             return mem.write(rkey, va, data, AccessKind::RemoteWrite);
         }
+        // The held packets after `psn`, as one bitmap walk.
+        let later_held = self.held.mask_from(psn.add(1));
         // From byte `from`: how far later held packets cover it, and where the next one starts.
         let later = |from: u64| -> (u64, u64) {
             let (mut covered, mut next) = (from, end);
-            let mut at = self.held.first_from(psn.add(1));
-            while let Some(q) = at {
+            for q in later_held.ones().map(|i| psn.add(1 + i)) {
                 if let Some(h) = &self.held_pkts[(q.value() % SR_WINDOW) as usize] {
                     match h.hdr.reth {
                         Some(r)
@@ -793,7 +794,6 @@ impl<const RQ: usize> Responder<RQ> {
                         _ => {}
                     }
                 }
-                at = self.held.first_from(q.add(1));
             }
             (covered, next)
         };
