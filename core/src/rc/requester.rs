@@ -420,18 +420,22 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
-        // Self-placing unless an earlier READ/atomic is outstanding (a WRITE placed early
-        // would change what it reads). A WRITE overlapping an earlier outstanding one is split
+        // Self-placing unless an earlier outstanding READ/atomic reads or updates its target
+        // (a WRITE placed early would change what that READ reads, or race the atomic). A WRITE overlapping an earlier outstanding one is split
         // too: the responder never lets an earlier packet overwrite bytes a later held packet
         // placed (`Responder::write_ordered`), so the later WRITE's data wins as in order.
         // A WRITE with immediate too: its last packet carries the immediate data and the
         // whole message's RETH (see `build`).
+        // Behind an outstanding READ/atomic only when it does not touch the bytes that one
+        // reads or updates (compared by address, whatever the R_Keys: two regions may alias).
         let split = self.selective()
             && matches!(
                 wqe.opcode,
                 SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
             )
-            && !self.sq.iter().any(|e| e.is_rd_atomic());
+            && !self.sq.iter().any(|e| {
+                e.is_rd_atomic() && overlaps(e.wqe.remote_addr, e.len, wqe.remote_addr, len)
+            });
         let first_psn = self.tail_psn;
         let consumes_recv = matches!(
             wqe.opcode,
@@ -873,6 +877,16 @@ impl<const SQ: usize> Requester<SQ> {
     pub(crate) fn entry_mut(&mut self, i: usize) -> Option<&mut SqEntry> {
         deque_get_mut(&mut self.sq, i)
     }
+}
+
+/// `true` when the `a_len` bytes at `a` and the `b_len` bytes at `b` share a byte (remote
+/// virtual addresses; empty ranges share none).
+fn overlaps(a: u64, a_len: u32, b: u64, b_len: u32) -> bool {
+    let (a_end, b_end) = (
+        a.saturating_add(u64::from(a_len)),
+        b.saturating_add(u64::from(b_len)),
+    );
+    a_len > 0 && b_len > 0 && a < b_end && b < a_end
 }
 
 /// The opcode of a SEND or WRITE packet by its position in the message

@@ -8,8 +8,9 @@
 //!
 //! The table in docs/reliability.md ("Virtual time"): `cargo test --release -p rdmesh-core
 //! --lib goodput_table -- --ignored --nocapture`, with `SIM_DELAY`, `SIM_WAKE` (ns),
-//! `SIM_RATE` (bytes/µs), `SIM_INFLIGHT`, and `SIM_STALL` / `SIM_STALL_EVERY` (ns: host stalls of
-//! that length, that often on average) to change the link.
+//! `SIM_RATE` (bytes/µs), `SIM_INFLIGHT`, `SIM_STALL` / `SIM_STALL_EVERY` (ns: host stalls of
+//! that length, that often on average) to change the link, and `SIM_READ_EVERY` (every n-th
+//! message a READ) to mix READs into the queue.
 
 use std::collections::VecDeque;
 
@@ -132,9 +133,15 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
         while posted - completed < link.depth as u64 {
             let slot = posted % slots;
             let local = sge(BASE_A + slot * stride, link.size, KEY_A);
+            // `SIM_READ_EVERY` = n: every n-th message is a READ (a mixed queue: WRITEs
+            // behind an outstanding READ are not split).
+            let op = match env("SIM_READ_EVERY", 0) {
+                n if n > 0 && posted % n == 0 => SendOpcode::RdmaRead,
+                _ => link.op,
+            };
             p.a.post_send(send_wqe(
                 posted,
-                link.op,
+                op,
                 &[local],
                 BASE_B + slot * stride,
                 KEY_B,

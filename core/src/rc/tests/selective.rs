@@ -286,7 +286,8 @@ fn writes_are_split_only_when_early_placement_is_safe() {
     let mut p = pair(Recovery::Selective, 8192);
     // 1: disjoint WRITE first → split. 2: WRITE overlapping 1 → split too (the responder
     // keeps the later bytes; see `overlapping_writes_keep_the_later_bytes_under_loss`).
-    // 3: READ. 4: WRITE after the READ → not split.
+    // 3: READ of B's 6000..6512. 4: WRITE after the READ, to bytes it reads → not split.
+    // 5: WRITE after the READ, elsewhere (2048..2560) → split.
     write(&mut p, 1, 0, 512);
     write(&mut p, 2, 256, 512);
     p.a.post_send(send_wqe(
@@ -297,9 +298,17 @@ fn writes_are_split_only_when_early_placement_is_safe() {
         KEY_B,
     ))
     .unwrap();
-    write(&mut p, 4, 2048, 512);
+    p.a.post_send(send_wqe(
+        4,
+        SendOpcode::RdmaWrite,
+        &[sge(BASE_A + 6256, 512, KEY_A)],
+        BASE_B + 6256,
+        KEY_B,
+    ))
+    .unwrap();
+    write(&mut p, 5, 2048, 512);
     p.run();
-    assert_eq!(p.send_completions(Dir::AtoB).len(), 4);
+    assert_eq!(p.send_completions(Dir::AtoB).len(), 5);
     let ops: Vec<Opcode> = p
         .trace
         .iter()
@@ -316,7 +325,9 @@ fn writes_are_split_only_when_early_placement_is_safe() {
             RcRdmaWriteOnly,
             RcRdmaReadRequest,
             RcRdmaWriteFirst,
-            RcRdmaWriteLast
+            RcRdmaWriteLast,
+            RcRdmaWriteOnly,
+            RcRdmaWriteOnly
         ]
     );
     // Later WRITE wins where they overlap.
@@ -378,18 +389,19 @@ fn overlapping_writes_keep_the_later_bytes_under_loss() {
 
 #[test]
 fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
-    // A WRITE behind an outstanding READ is not split: its MIDDLE packets carry no address,
+    // A WRITE behind an outstanding READ of its target is not split: its MIDDLE packets carry no address,
     // and those after a lost packet cannot be held. The responder says so with a NAK without
     // SACK, and the requester resends from the hole at once (go-back-N over what was not
     // kept), where it used to wait for the retransmit timer.
     let mut p = pair(Recovery::Selective, 5120);
     p.b.post_recv(recv_wqe(9, &[])).unwrap();
-    // READ (PSN 100) of 256 zero bytes from B into A beyond the compared range.
+    // READ (PSN 100) of B's first 256 bytes — which the WRITE overwrites — into A beyond
+    // the compared range.
     p.a.post_send(send_wqe(
         1,
         SendOpcode::RdmaRead,
         &[sge(BASE_A + 2560, 256, KEY_A)],
-        BASE_B + 4096,
+        BASE_B,
         KEY_B,
     ))
     .unwrap();
