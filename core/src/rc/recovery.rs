@@ -4,9 +4,11 @@
 //! Selective repeat (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM'18;
 //! rocev2.md §3.5), as rdmesh puts it on the wire — both ends must use it; `docs/reliability.md`
 //! has the whole description:
-//! - **Self-placing packets.** A plain RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet,
-//!   each with its own RETH, when no earlier outstanding WQE is a READ/atomic — also when it
-//!   overlaps an earlier outstanding WRITE (perftest's and NCCL's buffer reuse); every SEND
+//! - **Self-placing packets.** An RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet, each
+//!   with its own RETH (with immediate: the last one an RDMA_WRITE_ONLY_WITH_IMMEDIATE whose
+//!   RETH names the whole message), unless an earlier outstanding READ/atomic reads or
+//!   updates bytes it writes — also when it overlaps an earlier outstanding WRITE (perftest's
+//!   and NCCL's buffer reuse); every SEND
 //!   packet starts with a placement header (receive sequence number, offset).
 //! - **Responder.** Within [`SR_WINDOW`] PSNs of ePSN it places split WRITE_ONLY and SEND
 //!   packets and defers READ requests and atomics; they retire in order when ePSN reaches them.

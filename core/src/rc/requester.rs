@@ -16,8 +16,8 @@
 //!   SEND/WRITE resumes at that packet; a partly answered READ is re-issued for its tail, with the
 //!   VA advanced by the bytes already received and the PSN of the first missing response
 //!   (rxe_req.c `req_retry`).
-//! - Selective repeat (`recovery.rs`): plain WRITEs not behind an outstanding READ/atomic go
-//!   out as self-placing RDMA_WRITE_ONLY packets, SEND packets carry a placement header, and
+//! - Selective repeat (`recovery.rs`): WRITEs (with immediate too) that write nothing an
+//!   outstanding READ/atomic reads or updates go out as self-placing RDMA_WRITE_ONLY packets, SEND packets carry a placement header, and
 //!   retries resend individual PSNs (a READ: the run of responses it misses) from a bitmap
 //!   instead of rewinding; the retransmit timer follows the measured round-trip time (RTO_low
 //!   with few packets in flight).
