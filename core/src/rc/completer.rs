@@ -21,7 +21,9 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit), a NAK without SACK block (the responder dropped packets it
+//!   beyond it (fast retransmit) — a READ response as soon as anything beyond it arrived, a
+//!   re-READ's run again once something sent after it or a later re-READ was answered or
+//!   the re-READ timer finds it overdue —, a NAK without SACK block (the responder dropped packets it
 //!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
 //!   instead of rewinding the cursor; the timer follows the round-trip time (see
 //!   `Requester::rto_ns`).
@@ -29,7 +31,8 @@
 use super::completion::WcStatus;
 use super::counters::RcCounters;
 use super::memory::{scatter, MemoryAccess};
-use super::recovery::{DUP_THRESH, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
+use super::psn_bits::Mask;
+use super::recovery::{DUP_THRESH, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
@@ -256,6 +259,10 @@ impl<const SQ: usize> Requester<SQ> {
     fn detect_losses(&mut self, hint: Option<Psn>, timeout: bool) {
         self.advance_scoreboard();
         let c = self.comp_psn;
+        let out = self.psn_hi.distance_from(c).min(SR_WINDOW);
+        if out == 0 {
+            return;
+        }
         let mut hi = self.ack_hi.sub(1);
         for h in [self.sacked.highest(), self.got.highest(), hint]
             .into_iter()
@@ -266,66 +273,99 @@ impl<const SQ: usize> Requester<SQ> {
             }
         }
         let few = self.psn_hi.distance_from(c) <= RTO_LOW_PACKETS;
-        let rack_ns = self.srtt_ns.map_or(u64::MAX, |srtt| {
-            srtt.saturating_add(4 * self.rttvar_ns).max(RTO_LOW_MIN_NS)
-        });
-        let mut first = true;
-        let mut marks: heapless::Vec<Psn, { SR_WINDOW as usize }> = heapless::Vec::new();
+        // The window as offsets from `c`, a whole bitmap per step (this runs for every READ
+        // response that arrives behind a hole): which PSNs belong to READs and atomics...
+        let (mut reads, mut atomics) = (Mask::default(), Mask::default());
         for e in self.sq.iter() {
             if !e.first_psn.before(self.psn_hi) {
                 break;
             }
-            let from = if e.is_read() {
-                e.request_psn()
+            if !e.is_rd_atomic() || !e.end_psn().after(c) {
+                continue;
+            }
+            let lo = if e.first_psn.after(c) {
+                e.first_psn.distance_from(c)
             } else {
-                e.first_psn
+                0
             };
-            let n = if e.is_atomic() { 1 } else { e.npkts };
-            for k in from.distance_from(e.first_psn)..n {
-                let q = e.first_psn.add(k);
-                if q.before(c) {
-                    continue;
-                }
-                if !q.before(self.psn_hi) || marks.is_full() {
-                    break;
-                }
-                // A READ/atomic the responder holds (deferred) is SACKed; once it executed
-                // (ePSN past it), only its response counts.
-                let held = self.sacked.contains(q) && !q.before(self.ack_hi);
-                let delivered = if e.is_read() {
-                    self.got.contains(q) || held
-                } else if e.is_atomic() {
-                    held
-                } else {
-                    self.sacked.contains(q) || q.before(self.ack_hi)
-                };
-                if delivered {
-                    continue;
-                }
-                let beyond = |p: Psn| hi.after(p) && hi.distance_from(p) >= DUP_THRESH;
-                let slot = (q.value() % SR_WINDOW) as usize;
-                let lost = if timeout {
-                    first || few
-                } else if self.resent.contains(q) {
-                    // Lost again: DUP_THRESH beyond what was new at the resend, or — a READ,
-                    // whose window is often stuck with nothing new to send — (RACK-like, RFC
-                    // 8985) not answered one RTO_low after the re-READ while later responses
-                    // keep arriving. (Not for SEND/WRITE: a packet the responder could not
-                    // place for want of a receive WQE would be resent over and over.)
-                    beyond(self.retx_mark[slot])
-                        || (e.is_read()
-                            && hi.after(q)
-                            && self.now.0.saturating_sub(self.sent_at[slot].0) >= rack_ns)
-                } else {
-                    beyond(q)
-                };
-                first = false;
-                if lost && !self.resend.contains(q) {
-                    let _ = marks.push(q);
-                }
+            let m = Mask::range(lo, e.end_psn().distance_from(c));
+            if e.is_read() {
+                reads = reads | m;
+            } else {
+                atomics = atomics | m;
             }
         }
-        for q in marks {
+        // ... and which were delivered. A READ/atomic the responder holds (deferred) is
+        // SACKed; once it executed (ePSN past it), only its response counts.
+        let acked = if self.ack_hi.after(c) {
+            Mask::range(0, self.ack_hi.distance_from(c))
+        } else {
+            Mask::default()
+        };
+        let sacked = self.sacked.mask_from(c);
+        let held = sacked & !acked;
+        let rd = reads | atomics;
+        let delivered = (reads & self.got.mask_from(c)) | (rd & held) | (!rd & (sacked | acked));
+        let undelivered = Mask::range(0, out) & !delivered;
+        let mut lost = Mask::default();
+        if timeout {
+            if few {
+                lost = undelivered;
+            } else if let Some(i) = undelivered.lowest() {
+                lost = Mask::range(i, i + 1);
+            }
+        } else {
+            let resent = self.resent.mask_from(c);
+            if hi == c || hi.after(c) {
+                // Never resent: lost once something DUP_THRESH beyond arrived — a READ
+                // response as soon as anything beyond it arrived: the responder sends its
+                // responses, and every ACK/SACK after them, in PSN order (IRN's READ (N)ACK).
+                let h = hi.distance_from(c) + 1;
+                let fresh = undelivered & !resent;
+                lost = (fresh & !reads & Mask::range(0, h.saturating_sub(DUP_THRESH)))
+                    | (fresh & reads & Mask::range(0, h - 1));
+            }
+            let beyond = |p: Psn, thresh: u32| hi.after(p) && hi.distance_from(p) >= thresh;
+            let rr_rto = self.reread_rto_ns();
+            let mut due: Option<Instant> = None;
+            for i in (undelivered & resent).ones() {
+                let q = c.add(i);
+                let slot = (q.value() % SR_WINDOW) as usize;
+                let again = if reads.has(i) {
+                    // A re-READ PSN is lost again once anything the requester sent after the
+                    // re-READ was answered (the responder saw the re-READ first and answers
+                    // it ahead of its queue), a later re-READ or a later PSN of the same run
+                    // was answered (re-READs are answered in order), or its answer is
+                    // overdue (`reread_timer`; RACK's idea, RFC 8985).
+                    let seq = self.retx_seq[slot];
+                    let later = self.reread_seen.is_some_and(|(s, p)| {
+                        let d = s.wrapping_sub(seq) as i32;
+                        d > 0 || (d == 0 && p.after(q))
+                    });
+                    let at = rr_rto.map(|t| self.sent_at[slot].add_nanos(t));
+                    let overdue = at.is_some_and(|t| t <= self.now);
+                    let again = !hi.before(self.retx_mark[slot]) || later || overdue;
+                    if !again {
+                        due = super::timer::earliest(due, at);
+                    }
+                    again
+                } else {
+                    // DUP_THRESH beyond what was new at the resend. (No timer rule: a packet
+                    // the responder could not place for want of a receive WQE would be
+                    // resent over and over.)
+                    beyond(self.retx_mark[slot], DUP_THRESH)
+                };
+                if again {
+                    lost = lost | Mask::range(i, i + 1);
+                }
+            }
+            match due {
+                Some(t) => self.reread_timer.arm(t),
+                None => self.reread_timer.stop(),
+            }
+        }
+        for i in (lost & !self.resend.mask_from(c)).ones() {
+            let q = c.add(i);
             if timeout {
                 self.timer_marked.insert(q);
             }
@@ -460,6 +500,9 @@ impl<const SQ: usize> Requester<SQ> {
             // behind it shows up in its SACKs.
             self.advance_scoreboard();
             self.resent.clear();
+            // Not executed, whatever an earlier SACK said (a held WRITE with immediate that
+            // found no receive WQE in sequence stays held there, waiting for this resend).
+            self.sacked.remove(psn);
             self.resend.insert(psn);
         } else {
             self.rewind();
@@ -613,6 +656,23 @@ impl<const SQ: usize> Requester<SQ> {
         if scatter(mem, &e.wqe.sg_list, off, payload).is_err() {
             self.complete_in_error(i, WcStatus::LocProtErr);
             return Err(Fatal);
+        }
+        let slot = (psn.value() % SR_WINDOW) as usize;
+        if self.resent.contains(psn) {
+            // The answer to a re-READ: the first of its run to arrive times the re-READ.
+            let seq = self.retx_seq[slot];
+            let newer = self.reread_seen.map_or(true, |(s, _)| s != seq);
+            if newer {
+                self.reread_sample(now.0.saturating_sub(self.sent_at[slot].0));
+            }
+            let later = self.reread_seen.map_or(true, |(s, p)| {
+                let d = seq.wrapping_sub(s) as i32;
+                d > 0 || (d == 0 && psn.after(p))
+            });
+            if later {
+                self.reread_seen = Some((seq, psn));
+            }
+            self.reread_backoff = 0;
         }
         if k == 0 && self.resent.is_empty() {
             // The first response of a READ sent once: a round-trip sample (Karn).
@@ -788,7 +848,8 @@ impl<const SQ: usize> Requester<SQ> {
 
     /// The earliest timer deadline, if any.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        super::timer::earliest(self.retrans_timer.deadline(), self.rnr_timer.deadline())
+        let d = super::timer::earliest(self.retrans_timer.deadline(), self.rnr_timer.deadline());
+        super::timer::earliest(d, self.reread_timer.deadline())
     }
 
     /// Runs expired timers.
@@ -806,6 +867,21 @@ impl<const SQ: usize> Requester<SQ> {
         if self.rnr_timer.expire(now) && self.outstanding() {
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm_if_idle(now.add_nanos(t));
+            }
+        }
+        let mut asked_again = false;
+        if self.reread_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
+            // A re-READ's answer is overdue: ask again (a fast retransmit, not a timeout),
+            // waiting twice as long next time until an answer arrives.
+            self.detect_losses(None, false);
+            self.reread_backoff += 1;
+            asked_again = self.resend.first_from(self.comp_psn).is_some();
+        }
+        if asked_again && self.retrans_timer.deadline().is_some_and(|d| d <= now) {
+            // The retransmit timer expires at the same time: the re-READ just marked is the
+            // better answer; the timer runs again from now.
+            if let Some(t) = self.rto_ns() {
+                self.retrans_timer.arm(now.add_nanos(t));
             }
         }
         if self.retrans_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {

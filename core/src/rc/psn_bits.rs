@@ -37,6 +37,85 @@ fn trailing_zeros(b: Bits) -> u32 {
     }
 }
 
+/// A set of offsets `0..SR_WINDOW` relative to some PSN (bit i: that PSN + i): what the
+/// selective-repeat requester computes its loss marks with, a whole window per operation
+/// instead of one PSN at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Mask(Bits);
+
+/// Bits `0..n` (all of them for `n >= SR_WINDOW`).
+#[inline]
+fn low_ones(n: u32) -> Bits {
+    match n {
+        0 => [0, 0],
+        1..=127 => [(1u128 << n) - 1, 0],
+        128 => [u128::MAX, 0],
+        129..=255 => [u128::MAX, (1u128 << (n - 128)) - 1],
+        _ => [u128::MAX, u128::MAX],
+    }
+}
+
+impl Mask {
+    /// Offsets `lo..hi` (clamped to the window; empty when `hi <= lo`).
+    #[inline]
+    pub(crate) fn range(lo: u32, hi: u32) -> Mask {
+        if hi <= lo {
+            return Mask::default();
+        }
+        let (a, b) = (low_ones(hi), low_ones(lo));
+        Mask([a[0] & !b[0], a[1] & !b[1]])
+    }
+
+    /// `true` when no offset is in the set.
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 == [0, 0]
+    }
+
+    /// `true` when offset `i` is in the set.
+    pub(crate) fn has(self, i: u32) -> bool {
+        i < SR_WINDOW && self.0[(i / 128) as usize] >> (i % 128) & 1 == 1
+    }
+
+    /// The lowest offset in the set.
+    pub(crate) fn lowest(self) -> Option<u32> {
+        (!self.is_empty()).then(|| trailing_zeros(self.0))
+    }
+
+    /// The offsets in the set, lowest first.
+    pub(crate) fn ones(self) -> impl Iterator<Item = u32> {
+        let mut rest = self.0;
+        core::iter::from_fn(move || {
+            if rest == [0, 0] {
+                return None;
+            }
+            let i = trailing_zeros(rest);
+            rest[(i / 128) as usize] &= !(1u128 << (i % 128));
+            Some(i)
+        })
+    }
+}
+
+impl core::ops::BitAnd for Mask {
+    type Output = Mask;
+    fn bitand(self, o: Mask) -> Mask {
+        Mask([self.0[0] & o.0[0], self.0[1] & o.0[1]])
+    }
+}
+
+impl core::ops::BitOr for Mask {
+    type Output = Mask;
+    fn bitor(self, o: Mask) -> Mask {
+        Mask([self.0[0] | o.0[0], self.0[1] | o.0[1]])
+    }
+}
+
+impl core::ops::Not for Mask {
+    type Output = Mask;
+    fn not(self) -> Mask {
+        Mask([!self.0[0], !self.0[1]])
+    }
+}
+
 /// A set of PSNs within `[base, base + SR_WINDOW)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PsnBits {
@@ -125,6 +204,12 @@ impl PsnBits {
         } else {
             shl(self.bits, d.unsigned_abs())
         }
+    }
+
+    /// The set relative to `from` (offset i: PSN `from + i`; PSNs before `from` or
+    /// `SR_WINDOW` or more after it are left out).
+    pub(crate) fn mask_from(&self, from: Psn) -> Mask {
+        Mask(self.bits_from(from))
     }
 
     /// How many PSNs in `[from, from + SR_WINDOW)` are in `self` or `other` (whatever their
@@ -258,5 +343,38 @@ mod test {
         }
         b.remove(base.add(128));
         assert!(!b.contains(base.add(128)) && b.contains(base.add(129)));
+    }
+
+    /// Masks agree with plain lists of offsets, across the two 128-bit halves.
+    #[test]
+    fn masks_agree_with_lists() {
+        let cuts = [0u32, 1, 5, 127, 128, 129, 200, 255, 256, 300];
+        for &lo in &cuts {
+            for &hi in &cuts {
+                let m = Mask::range(lo, hi);
+                let want: Vec<u32> = (lo..hi.min(SR_WINDOW)).collect();
+                assert_eq!(m.ones().collect::<Vec<_>>(), want, "{lo}..{hi}");
+                assert_eq!(m.lowest(), want.first().copied(), "{lo}..{hi}");
+                assert_eq!(m.is_empty(), want.is_empty());
+                for i in 0..SR_WINDOW + 2 {
+                    assert_eq!(m.has(i), want.contains(&i), "{lo}..{hi} has {i}");
+                }
+                let all = Mask::range(0, SR_WINDOW);
+                assert_eq!((m | !m), all);
+                assert!((m & !m).is_empty());
+            }
+        }
+        let base = Psn::new(0xff_fff0);
+        let mut b = PsnBits::default();
+        b.advance(base);
+        for o in [0u32, 20, 130, 255] {
+            b.insert(base.add(o));
+        }
+        let got: Vec<u32> = b.mask_from(base.add(20)).ones().collect();
+        assert_eq!(
+            got,
+            [0, 110, 235],
+            "relative to base + 20, across the PSN wrap"
+        );
     }
 }

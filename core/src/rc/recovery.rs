@@ -4,9 +4,11 @@
 //! Selective repeat (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM'18;
 //! rocev2.md §3.5), as rdmesh puts it on the wire — both ends must use it; `docs/reliability.md`
 //! has the whole description:
-//! - **Self-placing packets.** A plain RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet,
-//!   each with its own RETH, when no earlier outstanding WQE is a READ/atomic — also when it
-//!   overlaps an earlier outstanding WRITE (perftest's and NCCL's buffer reuse); every SEND
+//! - **Self-placing packets.** An RDMA WRITE is sent as one RDMA_WRITE_ONLY per packet, each
+//!   with its own RETH (with immediate: the last one an RDMA_WRITE_ONLY_WITH_IMMEDIATE whose
+//!   RETH names the whole message), unless an earlier outstanding READ/atomic reads or
+//!   updates bytes it writes — also when it overlaps an earlier outstanding WRITE (perftest's
+//!   and NCCL's buffer reuse); every SEND
 //!   packet starts with a placement header (receive sequence number, offset).
 //! - **Responder.** Within [`SR_WINDOW`] PSNs of ePSN it places split WRITE_ONLY and SEND
 //!   packets and defers READ requests and atomics; they retire in order when ePSN reaches them.
@@ -18,9 +20,11 @@
 //!   hold draws one NAK without SACK block per ePSN: the requester then resends at once
 //!   everything not held.
 //! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
-//!   is resent alone (a READ: the run of responses it misses); READ responses are placed on
-//!   arrival; the retransmit timer follows the measured round trip, with a short RTO_low when
-//!   at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
+//!   is resent alone (a READ: the run of responses it misses, as soon as anything beyond a
+//!   missing response arrived; the responder answers re-READs in arrival order, so a later
+//!   answer, or a re-READ timer of at least [`RTO_REREAD_MIN_NS`], shows a lost re-READ);
+//!   READ responses are placed on arrival; the retransmit timer follows the measured round
+//!   trip, with a short RTO_low when at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
 //! - **In flight.** New packets stop while `max_inflight` PSNs are *undelivered* (sent, not
 //!   acknowledged, not held by the responder — IRN's BDP-FC counts them so) or the oldest
 //!   unacknowledged PSN is [`SR_WINDOW`] behind: while a hole is repaired, new packets take
@@ -59,6 +63,12 @@ pub const RTO_HIGH_MIN_NS: u64 = 4_000_000;
 /// Selective repeat: floor of the short retransmit timeout (IRN's RTO_low is 100 µs; see
 /// [`RTO_HIGH_MIN_NS`] for why a software host needs more).
 pub const RTO_LOW_MIN_NS: u64 = 1_000_000;
+
+/// Selective repeat: floor of the time a re-READ's answer may take before the requester asks
+/// again (`Requester::reread_rto_ns`). The responder answers re-READs ahead of its response
+/// queue, so the answer is due within one unloaded round trip; a spurious re-READ costs one
+/// request and the duplicates of its run, a lost one a stuck window until the timer.
+pub const RTO_REREAD_MIN_NS: u64 = 250_000;
 
 /// How a QP recovers from lost packets. Both QPs of a connection must use the same mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

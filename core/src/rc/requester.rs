@@ -16,8 +16,8 @@
 //!   SEND/WRITE resumes at that packet; a partly answered READ is re-issued for its tail, with the
 //!   VA advanced by the bytes already received and the PSN of the first missing response
 //!   (rxe_req.c `req_retry`).
-//! - Selective repeat (`recovery.rs`): plain WRITEs not behind an outstanding READ/atomic go
-//!   out as self-placing RDMA_WRITE_ONLY packets, SEND packets carry a placement header, and
+//! - Selective repeat (`recovery.rs`): WRITEs (with immediate too) that write nothing an
+//!   outstanding READ/atomic reads or updates go out as self-placing RDMA_WRITE_ONLY packets, SEND packets carry a placement header, and
 //!   retries resend individual PSNs (a READ: the run of responses it misses) from a bitmap
 //!   instead of rewinding; the retransmit timer follows the measured round-trip time (RTO_low
 //!   with few packets in flight).
@@ -33,7 +33,9 @@ use super::memory::{gather, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
 use super::psn_bits::PsnBits;
-use super::recovery::{Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, SR_WINDOW};
+use super::recovery::{
+    Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, RTO_REREAD_MIN_NS, SR_WINDOW,
+};
 use super::timer::{ack_timeout_ns, Instant, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
 use super::Fatal;
@@ -61,7 +63,8 @@ pub(crate) struct SqEntry {
     pub(crate) first_psn: Psn,
     /// READ only: response packets received in order so far.
     pub(crate) read_done: u32,
-    /// Selective repeat: a plain WRITE sent as self-placing RDMA_WRITE_ONLY packets.
+    /// Selective repeat: a WRITE sent as self-placing RDMA_WRITE_ONLY packets (with
+    /// immediate: the last one an RDMA_WRITE_ONLY_WITH_IMMEDIATE naming the whole message).
     pub(crate) split: bool,
     /// SEND and WRITE with immediate: receive WQEs consumed at the peer by the messages
     /// before this one (the placement header's receive sequence number).
@@ -184,6 +187,26 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) retx_mark: [Psn; SR_WINDOW as usize],
     /// Selective repeat: when each PSN (by `psn % SR_WINDOW`) was last sent.
     pub(crate) sent_at: [Instant; SR_WINDOW as usize],
+    /// Selective repeat: for each resent PSN (by `psn % SR_WINDOW`), the sequence number of
+    /// the resend that last carried it (a re-READ carries its whole run).
+    pub(crate) retx_seq: [u32; SR_WINDOW as usize],
+    /// Selective repeat: the sequence number the next resend gets.
+    pub(crate) retx_seq_next: u32,
+    /// Selective repeat: the latest re-READ answered so far — its sequence number and the
+    /// highest PSN of its answer that arrived. The responder answers re-READs in the order
+    /// they arrive, each in PSN order: a re-READ PSN still missing behind it was lost.
+    pub(crate) reread_seen: Option<(u32, Psn)>,
+    /// Selective repeat: smoothed time from a re-READ to its answer and its variation, ns
+    /// (RFC 6298's estimator over re-READs only; `None` before the first answer).
+    pub(crate) rr_srtt_ns: Option<u64>,
+    pub(crate) rr_rttvar_ns: u64,
+    /// Selective repeat: runs when a re-READ's answer is overdue ([`Self::reread_rto_ns`]
+    /// after it was sent), so that a lost re-READ or answer is asked for again without the
+    /// retransmit timeout — nothing else reveals it while the window is stuck behind it.
+    pub(crate) reread_timer: Timer,
+    /// Selective repeat: expiries of `reread_timer` since a re-READ was last answered (the
+    /// overdue time doubles with each).
+    pub(crate) reread_backoff: u32,
     /// Selective repeat: smoothed round-trip time and its variation, ns (RFC 6298); `None`
     /// before the first sample.
     pub(crate) srtt_ns: Option<u64>,
@@ -233,6 +256,13 @@ impl<const SQ: usize> Requester<SQ> {
             timer_marked: PsnBits::default(),
             retx_mark: [Psn::new(0); SR_WINDOW as usize],
             sent_at: [Instant(0); SR_WINDOW as usize],
+            retx_seq: [0; SR_WINDOW as usize],
+            retx_seq_next: 0,
+            reread_seen: None,
+            rr_srtt_ns: None,
+            rr_rttvar_ns: 0,
+            reread_timer: Timer::default(),
+            reread_backoff: 0,
             srtt_ns: None,
             rttvar_ns: 0,
             backoff: 0,
@@ -302,6 +332,40 @@ impl<const SQ: usize> Requester<SQ> {
         Some(rto.saturating_mul(1 << self.backoff.min(20)).min(ibta))
     }
 
+    /// How long a re-READ's answer may take before the run is asked for again (selective
+    /// repeat): the re-READ round trip (SRTT + 4·RTTVAR over re-READs; the responder answers
+    /// them ahead of its queue, so this is far shorter than the READ round trip), at least
+    /// [`RTO_REREAD_MIN_NS`], doubled per overdue expiry without an answer, at most the
+    /// retransmit timeout. Before the first answer: RTO_low.
+    pub(crate) fn reread_rto_ns(&self) -> Option<u64> {
+        let rto = self.rto_ns()?;
+        let Some(srtt) = self.rr_srtt_ns else {
+            let low = self.srtt_ns.map_or(rto, |s| {
+                s.saturating_add(self.rttvar_ns).max(RTO_LOW_MIN_NS)
+            });
+            return Some(low.min(rto));
+        };
+        let t = srtt
+            .saturating_add(4 * self.rr_rttvar_ns)
+            .max(RTO_REREAD_MIN_NS);
+        Some(t.saturating_mul(1 << self.reread_backoff.min(20)).min(rto))
+    }
+
+    /// Feeds one re-READ answer time (RFC 6298 §2, as [`Self::rtt_sample`]).
+    pub(crate) fn reread_sample(&mut self, rtt_ns: u64) {
+        match self.rr_srtt_ns {
+            None => {
+                self.rr_srtt_ns = Some(rtt_ns);
+                self.rr_rttvar_ns = rtt_ns / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(rtt_ns);
+                self.rr_rttvar_ns = (3 * self.rr_rttvar_ns + err) / 4;
+                self.rr_srtt_ns = Some((7 * srtt + rtt_ns) / 8);
+            }
+        }
+    }
+
     /// PSNs sent and not known to be delivered: outstanding, less those the responder holds
     /// (SACK) and READ responses already placed — the packets "in flight" of IRN's RTO_low
     /// rule.
@@ -356,13 +420,22 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.has_room() {
             return Err(PostError::QueueFull);
         }
-        // Self-placing unless an earlier READ/atomic is outstanding (a WRITE placed early
-        // would change what it reads). A WRITE overlapping an earlier outstanding one is split
+        // Self-placing unless an earlier outstanding READ/atomic reads or updates its target
+        // (a WRITE placed early would change what that READ reads, or race the atomic). A WRITE overlapping an earlier outstanding one is split
         // too: the responder never lets an earlier packet overwrite bytes a later held packet
         // placed (`Responder::write_ordered`), so the later WRITE's data wins as in order.
+        // A WRITE with immediate too: its last packet carries the immediate data and the
+        // whole message's RETH (see `build`).
+        // Behind an outstanding READ/atomic only when it does not touch the bytes that one
+        // reads or updates (compared by address, whatever the R_Keys: two regions may alias).
         let split = self.selective()
-            && wqe.opcode == SendOpcode::RdmaWrite
-            && !self.sq.iter().any(|e| e.is_rd_atomic());
+            && matches!(
+                wqe.opcode,
+                SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+            )
+            && !self.sq.iter().any(|e| {
+                e.is_rd_atomic() && overlaps(e.wqe.remote_addr, e.len, wqe.remote_addr, len)
+            });
         let first_psn = self.tail_psn;
         let consumes_recv = matches!(
             wqe.opcode,
@@ -564,12 +637,20 @@ impl<const SQ: usize> Requester<SQ> {
         if resend.is_some() {
             self.resend.advance(self.comp_psn);
             self.resent.advance(self.comp_psn);
+            let seq = self.retx_seq_next;
+            self.retx_seq_next = seq.wrapping_add(1);
+            if run.is_some() {
+                if let Some(t) = self.reread_rto_ns() {
+                    self.reread_timer.arm_if_idle(now.add_nanos(t));
+                }
+            }
             for i in 0..run.unwrap_or(1) {
                 let q = psn.add(i);
                 self.resend.remove(q);
                 self.timer_marked.remove(q);
                 self.resent.insert(q);
                 self.retx_mark[(q.value() % SR_WINDOW) as usize] = self.psn_hi;
+                self.retx_seq[(q.value() % SR_WINDOW) as usize] = seq;
                 self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
             }
         } else {
@@ -646,6 +727,25 @@ impl<const SQ: usize> Requester<SQ> {
         let ack_req =
             last || self.noack_pkts + 1 >= MAX_PKTS_PER_ACK || (resend && self.selective());
         let solicited = last && wqe.solicited;
+        if entry.split && imm && last {
+            // Selective repeat, the last packet of a split WRITE with immediate: an
+            // RDMA_WRITE_ONLY_WITH_IMMEDIATE whose RETH names the whole message (the DMA
+            // length the receive completion reports) and whose payload is its last bytes; it
+            // consumes the receive WQE and completes it once every earlier PSN is executed.
+            let mut hdr = TransportRepr::new(path.bth(
+                Opcode::RcRdmaWriteOnlyWithImmediate,
+                psn,
+                ack_req,
+                solicited,
+            ));
+            hdr.reth = Some(RethRepr {
+                va: wqe.remote_addr,
+                rkey: wqe.rkey,
+                dma_len: entry.len,
+            });
+            hdr.imm = Some(wqe.imm);
+            return (hdr, off, seg as usize, 1, ack_req);
+        }
         if entry.split {
             // Selective repeat: every packet an RDMA_WRITE_ONLY with its own RETH.
             let mut hdr =
@@ -745,6 +845,7 @@ impl<const SQ: usize> Requester<SQ> {
         self.cur_pkt = 0;
         self.retrans_timer.stop();
         self.rnr_timer.stop();
+        self.reread_timer.stop();
         self.resend.clear();
         self.sacked.clear();
         self.got.clear();
@@ -776,6 +877,16 @@ impl<const SQ: usize> Requester<SQ> {
     pub(crate) fn entry_mut(&mut self, i: usize) -> Option<&mut SqEntry> {
         deque_get_mut(&mut self.sq, i)
     }
+}
+
+/// `true` when the `a_len` bytes at `a` and the `b_len` bytes at `b` share a byte (remote
+/// virtual addresses; empty ranges share none).
+fn overlaps(a: u64, a_len: u32, b: u64, b_len: u32) -> bool {
+    let (a_end, b_end) = (
+        a.saturating_add(u64::from(a_len)),
+        b.saturating_add(u64::from(b_len)),
+    );
+    a_len > 0 && b_len > 0 && a < b_end && b < a_end
 }
 
 /// The opcode of a SEND or WRITE packet by its position in the message

@@ -398,11 +398,14 @@ impl<const RQ: usize> Responder<RQ> {
                 self.out.pop_back();
             }
         }
+        // Bit 0 (ePSN) stays clear: a packet held there waits for its resend (RNR).
+        let mut bits = self.held.bits();
+        bits[0] &= !1;
         let _ = self.out.push_back(Response::Ack {
             psn: self.epsn,
             syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
             msn: self.msn,
-            sack: Some(self.held.bits()),
+            sack: Some(bits),
         });
     }
 
@@ -463,6 +466,24 @@ impl<const RQ: usize> Responder<RQ> {
                 _ => self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED),
             }
             return Ok(());
+        }
+        if selective {
+            // The resend of a held packet that could not execute in sequence (RNR, see
+            // `retire_held`): its data is already in place.
+            self.held.advance(self.epsn);
+            let slot = (psn.value() % SR_WINDOW) as usize;
+            if self.held.contains(psn) {
+                if let Some(h) = self.held_pkts[slot].filter(|h| h.hdr.bth.psn == psn) {
+                    self.held_pkts[slot] = None;
+                    self.execute(&h.hdr, Data::Placed(h.len as usize), mem)?;
+                    if self.epsn == psn {
+                        // RNR again: still held.
+                        self.held_pkts[slot] = Some(h);
+                        return Ok(());
+                    }
+                    return self.retire_held(mem);
+                }
+            }
         }
         self.execute(hdr, Data::Bytes(payload), mem)?;
         if selective {
@@ -542,7 +563,7 @@ impl<const RQ: usize> Responder<RQ> {
     ) -> bool {
         let op = hdr.bth.opcode;
         let span = match op {
-            Opcode::RcRdmaWriteOnly => {
+            Opcode::RcRdmaWriteOnly | Opcode::RcRdmaWriteOnlyWithImmediate => {
                 if !self.place_write_only(hdr, payload, mem) {
                     return false;
                 }
@@ -664,8 +685,9 @@ impl<const RQ: usize> Responder<RQ> {
         }
     }
 
-    /// Selective repeat: checks and places an out-of-order RDMA_WRITE_ONLY (no ImmDt) at its
-    /// RETH address, under the ordering rule of [`Self::write_ordered`]. `false` (nothing
+    /// Selective repeat: checks and places an out-of-order RDMA_WRITE_ONLY at its RETH address
+    /// (the last packet of a split WRITE with immediate at the end of its RETH's range; the
+    /// receive WQE is consumed when it retires in sequence), under the ordering rule of [`Self::write_ordered`]. `false` (nothing
     /// written) when anything is wrong with it; it is then handled like any lost packet and
     /// judged again when it arrives in sequence.
     fn place_write_only<M: MemoryAccess + ?Sized>(
@@ -677,14 +699,48 @@ impl<const RQ: usize> Responder<RQ> {
         let Some(reth) = hdr.reth else {
             return false;
         };
-        if payload.len() > self.mtu.bytes() as usize || payload.len() as u32 != reth.dma_len {
+        if payload.len() > self.mtu.bytes() as usize
+            || (payload.len() as u32 != reth.dma_len && !self.split_imm_tail(hdr, payload.len()))
+        {
             return false;
         }
+        if hdr.imm.is_some()
+            && reth.dma_len > 0
+            && mem
+                .check(
+                    reth.rkey,
+                    reth.va,
+                    u64::from(reth.dma_len),
+                    AccessKind::RemoteWrite,
+                )
+                .is_err()
+        {
+            // The whole message's range, as in sequence (judged again there).
+            return false;
+        }
+        let va = reth
+            .va
+            .wrapping_add(u64::from(reth.dma_len) - payload.len() as u64);
         // The write checks key, range and access before copying anything.
         payload.is_empty()
             || self
-                .write_ordered(mem, hdr.bth.psn, reth.rkey, reth.va, payload)
+                .write_ordered(mem, hdr.bth.psn, reth.rkey, va, payload)
                 .is_ok()
+    }
+
+    /// Selective repeat: `hdr` is the last packet of a split RDMA WRITE with immediate — an
+    /// RDMA_WRITE_ONLY_WITH_IMMEDIATE whose RETH names the whole message (DMA length = the
+    /// message length, which the receive completion reports) and whose payload is the
+    /// message's last `len` bytes (1..=PMTU, or the whole of a one-packet message).
+    fn split_imm_tail(&self, hdr: &TransportRepr, len: usize) -> bool {
+        let mtu = self.mtu.bytes() as u64;
+        self.selective()
+            && hdr.bth.opcode == Opcode::RcRdmaWriteOnlyWithImmediate
+            && hdr.reth.is_some_and(|r| {
+                let total = u64::from(r.dma_len);
+                let last = total - (total.saturating_sub(1) / mtu) * mtu;
+                total > mtu && len as u64 == last
+            })
     }
 
     /// Writes the payload of the WRITE packet at `psn` to `(rkey, va)`, leaving out the bytes
@@ -709,19 +765,26 @@ impl<const RQ: usize> Responder<RQ> {
         if self.held.first_from(psn.add(1)).is_none() {
             return mem.write(rkey, va, data, AccessKind::RemoteWrite);
         }
+        // The held packets after `psn`, as one bitmap walk.
+        let later_held = self.held.mask_from(psn.add(1));
         // From byte `from`: how far later held packets cover it, and where the next one starts.
         let later = |from: u64| -> (u64, u64) {
             let (mut covered, mut next) = (from, end);
-            let mut at = self.held.first_from(psn.add(1));
-            while let Some(q) = at {
+            for q in later_held.ones().map(|i| psn.add(1 + i)) {
                 if let Some(h) = &self.held_pkts[(q.value() % SR_WINDOW) as usize] {
                     match h.hdr.reth {
                         Some(r)
                             if h.hdr.bth.psn == q
-                                && h.hdr.bth.opcode == Opcode::RcRdmaWriteOnly
+                                && matches!(
+                                    h.hdr.bth.opcode,
+                                    Opcode::RcRdmaWriteOnly | Opcode::RcRdmaWriteOnlyWithImmediate
+                                )
                                 && r.rkey == rkey =>
                         {
-                            let (a0, a1) = (r.va, r.va.saturating_add(h.len as u64));
+                            // Its bytes end the RETH's range (all of it but for the last
+                            // packet of a split WRITE with immediate).
+                            let a1 = r.va.saturating_add(u64::from(r.dma_len));
+                            let a0 = a1.saturating_sub(h.len as u64);
                             if a0 <= from && from < a1 {
                                 covered = covered.max(a1);
                             } else if a0 > from && a0 < next {
@@ -731,7 +794,6 @@ impl<const RQ: usize> Responder<RQ> {
                         _ => {}
                     }
                 }
-                at = self.held.first_from(q.add(1));
             }
             (covered, next)
         };
@@ -781,8 +843,11 @@ impl<const RQ: usize> Responder<RQ> {
                     self.execute(&h.hdr, data, mem)?;
                     retired = true;
                     if self.epsn == h.hdr.bth.psn {
-                        // Not executed (RNR): judged again when it is resent.
-                        self.held.clear();
+                        // Not executed (RNR: a WRITE with immediate before its receive WQE).
+                        // It stays held, its data placed; the resend after the RNR wait
+                        // executes it without writing it again, and what is held behind it
+                        // stays too (what the requester was told by SACKs remains true).
+                        self.held_pkts[slot] = Some(h);
                         break;
                     }
                 }
@@ -921,7 +986,7 @@ impl<const RQ: usize> Responder<RQ> {
             };
             let len_ok = reth.dma_len as u64 <= MAX_MESSAGE_LEN
                 && if op.is_only() {
-                    payload.len() as u32 == reth.dma_len
+                    payload.len() as u32 == reth.dma_len || self.split_imm_tail(hdr, payload.len())
                 } else {
                     reth.dma_len > mtu
                 };
@@ -945,7 +1010,19 @@ impl<const RQ: usize> Responder<RQ> {
             {
                 return Self::fatal(psn, NakCode::RemoteAccessError);
             }
-            (reth.va, reth.rkey, reth.dma_len, reth.dma_len)
+            // A split WRITE with immediate's last packet carries the message's RETH and
+            // its last bytes: they go to the end of the range.
+            if op.is_only() {
+                let tail = u64::from(reth.dma_len) - payload.len() as u64;
+                (
+                    reth.va.wrapping_add(tail),
+                    reth.rkey,
+                    payload.len() as u32,
+                    reth.dma_len,
+                )
+            } else {
+                (reth.va, reth.rkey, reth.dma_len, reth.dma_len)
+            }
         } else {
             let Message::Write {
                 va,
@@ -1079,14 +1156,31 @@ impl<const RQ: usize> Responder<RQ> {
                 ctr.dropped_packets += 1;
                 return;
             }
-            // Ahead of the queue: the requester's window is stuck until these arrive. Responses
-            // still leave before every ACK/NAK queued after them.
+            // Ahead of the queue (the requester's window is stuck until these arrive), behind
+            // the re-READs queued before this one: re-READs are answered in the order they
+            // arrived, so the requester reads the answer to a later one as proof that an
+            // earlier answer was lost. Responses still leave before every ACK/NAK queued
+            // after them.
+            let lead = self
+                .out
+                .iter()
+                .take_while(|r| matches!(r, Response::ReadPart { .. }))
+                .count();
+            let mut parts: heapless::Vec<Response, RESP_QUEUE> = heapless::Vec::new();
+            for _ in 0..lead {
+                if let Some(p) = self.out.pop_front() {
+                    let _ = parts.push(p);
+                }
+            }
             let _ = self.out.push_front(Response::ReadPart {
                 slot,
                 start: k,
                 next: k,
                 end,
             });
+            while let Some(p) = parts.pop() {
+                let _ = self.out.push_front(p);
+            }
             return;
         }
         r.replay = true;

@@ -8,7 +8,9 @@
 //!
 //! The table in docs/reliability.md ("Virtual time"): `cargo test --release -p rdmesh-core
 //! --lib goodput_table -- --ignored --nocapture`, with `SIM_DELAY`, `SIM_WAKE` (ns),
-//! `SIM_RATE` (bytes/µs) and `SIM_INFLIGHT` to change the link.
+//! `SIM_RATE` (bytes/µs), `SIM_INFLIGHT`, `SIM_STALL` / `SIM_STALL_EVERY` (ns: host stalls of
+//! that length, that often on average) to change the link, and `SIM_READ_EVERY` (every n-th
+//! message a READ) to mix READs into the queue.
 
 use std::collections::VecDeque;
 
@@ -22,7 +24,7 @@ const BASE_B: u64 = 0x9000_0000;
 /// What one simulated run does.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link {
-    /// Operation: `SendOpcode::RdmaWrite`, `Send` or `RdmaRead`.
+    /// Operation: `SendOpcode::RdmaWrite`, `Send`, `RdmaRead` or `RdmaWriteWithImm`.
     pub(crate) op: SendOpcode,
     /// Message size in bytes.
     pub(crate) size: u32,
@@ -40,6 +42,11 @@ pub(crate) struct Link {
     pub(crate) rx_depth: usize,
     /// How long the run lasts, ns of virtual time.
     pub(crate) duration_ns: u64,
+    /// Host stalls: each side's host stops (no receive, send or timer) for this long, ns
+    /// (0: never) — a thread descheduled on a loaded machine...
+    pub(crate) stall_ns: u64,
+    /// ... on average this often (uniformly 0..2× apart), ns.
+    pub(crate) stall_every_ns: u64,
     pub(crate) seed: u64,
 }
 
@@ -110,15 +117,31 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
     let mut free_at = [p.now.0; 2];
     let mut wire: [VecDeque<(u64, Vec<u8>)>; 2] = [VecDeque::new(), VecDeque::new()];
     let end = p.now.0 + link.duration_ns;
+    // Per side (0: A, 1: B): stalled until, next stall at.
+    let mut stall_until = [0u64; 2];
+    let mut next_stall = [u64::MAX; 2];
+    // Its own generator: both modes see the same stalls.
+    let mut stall_rng = Rng(link.seed ^ 0x5a11);
+    if link.stall_ns > 0 {
+        for n in next_stall.iter_mut() {
+            *n = p.now.0 + stall_rng.next() % (2 * link.stall_every_ns).max(1);
+        }
+    }
     let mut buf = [0u8; 4096 + 64];
     while p.now.0 < end {
         // The applications: keep the send queue full, repost receives.
         while posted - completed < link.depth as u64 {
             let slot = posted % slots;
             let local = sge(BASE_A + slot * stride, link.size, KEY_A);
+            // `SIM_READ_EVERY` = n: every n-th message is a READ (a mixed queue: WRITEs
+            // behind an outstanding READ are not split).
+            let op = match env("SIM_READ_EVERY", 0) {
+                n if n > 0 && posted % n == 0 => SendOpcode::RdmaRead,
+                _ => link.op,
+            };
             p.a.post_send(send_wqe(
                 posted,
-                link.op,
+                op,
                 &[local],
                 BASE_B + slot * stride,
                 KEY_B,
@@ -132,7 +155,8 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
             completed += 1;
         }
         let _ = p.recv_completions(Dir::BtoA);
-        while link.op == SendOpcode::Send && (p.b.recv_queue_len() as u64) < link.rx_depth as u64 {
+        let consumes_recv = matches!(link.op, SendOpcode::Send | SendOpcode::RdmaWriteWithImm);
+        while consumes_recv && (p.b.recv_queue_len() as u64) < link.rx_depth as u64 {
             let slot = recv_posted % slots;
             p.b.post_recv(recv_wqe(
                 recv_posted,
@@ -143,8 +167,15 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
         }
         // Senders put packets on idle links.
         let now = p.now.0;
+        for side in 0..2 {
+            if now >= next_stall[side] {
+                stall_until[side] = now + link.stall_ns;
+                next_stall[side] =
+                    stall_until[side] + stall_rng.next() % (2 * link.stall_every_ns).max(1);
+            }
+        }
         for d in 0..2 {
-            while free_at[d] <= now {
+            while free_at[d] <= now && now >= stall_until[d] {
                 let (qp, mem) = if d == 0 {
                     (&mut p.a, &mut p.mem_a)
                 } else {
@@ -172,30 +203,44 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
         let mut next = u64::MAX;
         for d in 0..2 {
             if let Some((t, _)) = wire[d].front() {
-                next = next.min(*t);
+                // Delivered once the receiving host runs (A→B: B, side 1).
+                next = next.min((*t).max(stall_until[1 - d]));
             }
             if free_at[d] > now {
                 next = next.min(free_at[d]);
             }
         }
-        for dl in [p.a.next_deadline(), p.b.next_deadline()]
+        for (side, dl) in [p.a.next_deadline(), p.b.next_deadline()]
             .into_iter()
-            .flatten()
+            .enumerate()
         {
-            next = next.min(dl.0.max(now));
+            if let Some(dl) = dl {
+                next = next.min(dl.0.max(now).max(stall_until[side]));
+            }
+        }
+        for side in 0..2 {
+            if stall_until[side] > now {
+                next = next.min(stall_until[side]);
+            }
+            next = next.min(next_stall[side].max(now));
         }
         if next == u64::MAX {
             panic!("nothing left to happen at {now}");
         }
         p.now = Instant(next.max(now));
-        for (q, dir) in wire.iter_mut().zip([Dir::AtoB, Dir::BtoA]) {
-            while q.front().is_some_and(|(t, _)| *t <= p.now.0) {
+        // A→B packets reach B (side 1), B→A packets A (side 0), unless that host stalls.
+        for ((q, dir), to) in wire.iter_mut().zip([Dir::AtoB, Dir::BtoA]).zip([1, 0]) {
+            while p.now.0 >= stall_until[to] && q.front().is_some_and(|(t, _)| *t <= p.now.0) {
                 let (_, pkt) = q.pop_front().unwrap();
                 p.deliver(dir, &pkt);
             }
         }
-        p.a.handle_timeout(p.now);
-        p.b.handle_timeout(p.now);
+        if p.now.0 >= stall_until[0] {
+            p.a.handle_timeout(p.now);
+        }
+        if p.now.0 >= stall_until[1] {
+            p.b.handle_timeout(p.now);
+        }
     }
     let bytes = completed * u64::from(link.size);
     Goodput {
@@ -224,6 +269,8 @@ fn link(op: SendOpcode, loss_ppm: u32, seed: u64) -> Link {
         depth: 32,
         rx_depth: 32,
         duration_ns: 200_000_000,
+        stall_ns: env("SIM_STALL", 0),
+        stall_every_ns: env("SIM_STALL_EVERY", 20_000_000),
         seed,
     }
 }
@@ -237,6 +284,7 @@ fn goodput_table() {
         SendOpcode::RdmaWrite,
         SendOpcode::Send,
         SendOpcode::RdmaRead,
+        SendOpcode::RdmaWriteWithImm,
     ] {
         let base = run(Recovery::Selective, link(op, 0, 1)).mbps;
         let base_gbn = run(Recovery::GoBackN, link(op, 0, 1)).mbps;

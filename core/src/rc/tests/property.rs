@@ -66,20 +66,35 @@ enum Action {
 }
 
 fn msg() -> impl Strategy<Value = Msg> {
+    msg_of(prop_oneof![
+        Just(Kind::Send),
+        Just(Kind::SendImm),
+        Just(Kind::Write),
+        Just(Kind::WriteShared),
+        Just(Kind::WriteShared),
+        Just(Kind::WriteImm),
+        Just(Kind::Read),
+        Just(Kind::CmpSwap(true)),
+        Just(Kind::CmpSwap(false)),
+        Just(Kind::FetchAdd)
+    ])
+}
+
+/// Mostly multi-packet READs (with WRITEs into the shared target, an atomic and SENDs
+/// between them): lost responses, lost re-READs and their answers, re-READ timers.
+fn read_heavy_msg() -> impl Strategy<Value = Msg> {
+    msg_of(prop_oneof![
+        6 => Just(Kind::Read),
+        1 => Just(Kind::WriteShared),
+        1 => Just(Kind::FetchAdd),
+        1 => Just(Kind::Send),
+    ])
+}
+
+fn msg_of(kinds: impl Strategy<Value = Kind>) -> impl Strategy<Value = Msg> {
     (
         any::<bool>(),
-        prop_oneof![
-            Just(Kind::Send),
-            Just(Kind::SendImm),
-            Just(Kind::Write),
-            Just(Kind::WriteShared),
-            Just(Kind::WriteShared),
-            Just(Kind::WriteImm),
-            Just(Kind::Read),
-            Just(Kind::CmpSwap(true)),
-            Just(Kind::CmpSwap(false)),
-            Just(Kind::FetchAdd)
-        ],
+        kinds,
         prop_oneof![3 => 0u32..8, 3 => 0u32..3000, 3 => 200u32..600, 1 => 16_000u32..40_000],
         0u32..40,
         proptest::bool::weighted(0.8),
@@ -103,6 +118,19 @@ fn action() -> impl Strategy<Value = Action> {
         1 => Just(Action::Timer),
         2 => Just(Action::Post),
         2 => any::<bool>().prop_map(Action::PostRecv),
+    ]
+}
+
+/// As [`action`], with faults aimed at the B→A direction more often (READ responses when A
+/// reads) and timers fired more often (re-READ timers).
+fn read_heavy_action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        6 => any::<bool>().prop_map(Action::Tx),
+        8 => (proptest::bool::weighted(0.3), prop_oneof![4 => Just(0usize), 1 => 0usize..4], 0u8..24)
+            .prop_map(|(a_to_b, idx, fate)| Action::Deliver { a_to_b, idx, fate }),
+        2 => Just(Action::Timer),
+        2 => Just(Action::Post),
+        1 => any::<bool>().prop_map(Action::PostRecv),
     ]
 }
 
@@ -521,17 +549,48 @@ proptest! {
         max_inflight in prop_oneof![3 => Just(MAX_UNACKED_PSNS), 1 => 1u32..=130],
         ecn in proptest::bool::weighted(0.3),
     ) {
-        // The same messages and link behaviour, once per recovery mode.
-        for recovery in [Recovery::GoBackN, Recovery::Selective] {
-            let opts = Opts { recovery, max_inflight, ecn };
-            let mut sim = Sim::new(msgs.clone(), mtu, psn_ab, psn_ba, opts);
-            for a in actions.iter().copied() {
-                sim.step(a);
-            }
-            sim.finish();
-            sim.check().map_err(|e| {
-                TestCaseError::fail(std::format!("{recovery:?}, in-flight cap {max_inflight}, ECN {ecn}: {e}"))
-            })?;
-        }
+        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, ecn)?;
     }
+
+    #[test]
+    fn read_faults_never_lose_or_repeat_messages(
+        msgs in proptest::collection::vec(read_heavy_msg(), 1..12),
+        actions in proptest::collection::vec(read_heavy_action(), 0..600),
+        mtu in proptest::sample::select(vec![Mtu::Mtu256, Mtu::Mtu512, Mtu::Mtu1024]),
+        psn_ab in any::<u32>(),
+        psn_ba in prop_oneof![any::<u32>(), Just(0xff_fff0u32)],
+        max_inflight in prop_oneof![3 => Just(MAX_UNACKED_PSNS), 1 => 1u32..=130],
+    ) {
+        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, false)?;
+    }
+}
+
+/// Runs the same messages and link behaviour once per recovery mode.
+fn both_modes(
+    msgs: &[Msg],
+    actions: &[Action],
+    mtu: Mtu,
+    psn_ab: u32,
+    psn_ba: u32,
+    max_inflight: u32,
+    ecn: bool,
+) -> Result<(), TestCaseError> {
+    for recovery in [Recovery::GoBackN, Recovery::Selective] {
+        let opts = Opts {
+            recovery,
+            max_inflight,
+            ecn,
+        };
+        let mut sim = Sim::new(msgs.to_vec(), mtu, psn_ab, psn_ba, opts);
+        for a in actions.iter().copied() {
+            sim.step(a);
+        }
+        sim.finish();
+        sim.check().map_err(|e| {
+            TestCaseError::fail(std::format!(
+                "{recovery:?}, in-flight cap {max_inflight}, ECN {ecn}: {e}"
+            ))
+        })?;
+    }
+    Ok(())
 }

@@ -286,7 +286,8 @@ fn writes_are_split_only_when_early_placement_is_safe() {
     let mut p = pair(Recovery::Selective, 8192);
     // 1: disjoint WRITE first → split. 2: WRITE overlapping 1 → split too (the responder
     // keeps the later bytes; see `overlapping_writes_keep_the_later_bytes_under_loss`).
-    // 3: READ. 4: WRITE after the READ → not split.
+    // 3: READ of B's 6000..6512. 4: WRITE after the READ, to bytes it reads → not split.
+    // 5: WRITE after the READ, elsewhere (2048..2560) → split.
     write(&mut p, 1, 0, 512);
     write(&mut p, 2, 256, 512);
     p.a.post_send(send_wqe(
@@ -297,9 +298,17 @@ fn writes_are_split_only_when_early_placement_is_safe() {
         KEY_B,
     ))
     .unwrap();
-    write(&mut p, 4, 2048, 512);
+    p.a.post_send(send_wqe(
+        4,
+        SendOpcode::RdmaWrite,
+        &[sge(BASE_A + 6256, 512, KEY_A)],
+        BASE_B + 6256,
+        KEY_B,
+    ))
+    .unwrap();
+    write(&mut p, 5, 2048, 512);
     p.run();
-    assert_eq!(p.send_completions(Dir::AtoB).len(), 4);
+    assert_eq!(p.send_completions(Dir::AtoB).len(), 5);
     let ops: Vec<Opcode> = p
         .trace
         .iter()
@@ -316,7 +325,9 @@ fn writes_are_split_only_when_early_placement_is_safe() {
             RcRdmaWriteOnly,
             RcRdmaReadRequest,
             RcRdmaWriteFirst,
-            RcRdmaWriteLast
+            RcRdmaWriteLast,
+            RcRdmaWriteOnly,
+            RcRdmaWriteOnly
         ]
     );
     // Later WRITE wins where they overlap.
@@ -378,10 +389,50 @@ fn overlapping_writes_keep_the_later_bytes_under_loss() {
 
 #[test]
 fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
-    // A WRITE with immediate is not split: its MIDDLE packets carry no address, and those
-    // after a lost packet cannot be held. The responder says so with a NAK without SACK,
-    // and the requester resends from the hole at once (go-back-N over what was not kept),
-    // where it used to wait for the retransmit timer.
+    // A WRITE behind an outstanding READ of its target is not split: its MIDDLE packets carry no address,
+    // and those after a lost packet cannot be held. The responder says so with a NAK without
+    // SACK, and the requester resends from the hole at once (go-back-N over what was not
+    // kept), where it used to wait for the retransmit timer.
+    let mut p = pair(Recovery::Selective, 5120);
+    p.b.post_recv(recv_wqe(9, &[])).unwrap();
+    // READ (PSN 100) of B's first 256 bytes — which the WRITE overwrites — into A beyond
+    // the compared range.
+    p.a.post_send(send_wqe(
+        1,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A + 2560, 256, KEY_A)],
+        BASE_B,
+        KEY_B,
+    ))
+    .unwrap();
+    write_from(&mut p, 2, 0, 0, 2560, true);
+    let t0 = p.now;
+    p.run_with(10_000, drop_first_ab(|psn| psn == 103));
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [
+            ok_wc(1, WcOpcode::RdmaRead, 256, QPN_A),
+            ok_wc(2, WcOpcode::RdmaWrite, 2560, QPN_A)
+        ]
+    );
+    assert_eq!(p.recv_completions(Dir::BtoA).len(), 1);
+    assert_delivered_once(&p, 2560);
+    let (a, b) = (p.a.counters(), p.b.counters());
+    assert_eq!(a.timeouts, 0);
+    assert_eq!(p.now, t0);
+    assert_eq!(b.out_of_order_placed, 0);
+    // 103 and the 7 packets dropped behind it, each once.
+    assert_eq!(a.retransmitted_packets, 8);
+}
+
+#[test]
+fn write_with_immediate_is_split_and_only_the_lost_packet_is_resent() {
+    // With nothing outstanding before it, a WRITE with immediate goes out split: 9
+    // RDMA_WRITE_ONLY packets, then an RDMA_WRITE_ONLY_WITH_IMMEDIATE whose RETH names the
+    // whole message and whose payload is its last 256 bytes. 102 is lost: the packets behind
+    // it — the immediate one too — are placed on arrival, 102 alone is resent, and the
+    // receive completion (after every byte) reports the whole length and the immediate data.
+    // Before, the MIDDLE/LAST packets behind 102 could not be held: 8 resends.
     let mut p = pair(Recovery::Selective, 2560);
     p.b.post_recv(recv_wqe(9, &[])).unwrap();
     write_from(&mut p, 1, 0, 0, 2560, true);
@@ -391,14 +442,46 @@ fn unheld_packets_are_resent_from_the_hole_without_the_timer() {
         p.send_completions(Dir::AtoB),
         [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
     );
-    assert_eq!(p.recv_completions(Dir::BtoA).len(), 1);
+    assert_eq!(
+        p.recv_completions(Dir::BtoA),
+        [WorkCompletion {
+            wr_id: 9,
+            status: WcStatus::Success,
+            opcode: WcOpcode::RecvRdmaWithImm,
+            byte_len: 2560,
+            imm_data: Some(0x5eed),
+            qp_num: QPN_B,
+        }]
+    );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    assert_eq!(a.timeouts, 0);
+    assert_eq!((a.timeouts, a.retransmitted_packets), (0, 1));
+    assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(p.now, t0);
-    assert_eq!(b.out_of_order_placed, 0);
-    // 102 and the 7 packets dropped behind it, each once.
-    assert_eq!(a.retransmitted_packets, 8);
+    let last = p
+        .trace
+        .iter()
+        .find(|(d, h, _)| *d == Dir::AtoB && h.bth.psn.value() == 109)
+        .map(|(_, h, n)| (h.bth.opcode, h.reth, h.imm, *n));
+    assert_eq!(
+        last,
+        Some((
+            Opcode::RcRdmaWriteOnlyWithImmediate,
+            Some(RethRepr {
+                va: BASE_B,
+                rkey: KEY_B,
+                dma_len: 2560
+            }),
+            Some(0x5eed),
+            256
+        ))
+    );
+    let onlys = p
+        .trace
+        .iter()
+        .filter(|(d, h, _)| *d == Dir::AtoB && h.bth.opcode == Opcode::RcRdmaWriteOnly)
+        .count();
+    assert_eq!(onlys, 9 + 1, "9 packets and the resend of 102");
 }
 
 #[test]
@@ -638,4 +721,115 @@ fn read_and_atomic_behind_a_hole_are_deferred_and_executed_once() {
     assert!(b.sacks_sent >= 1 && a.sacks_received >= 1);
     assert_eq!(a.timeouts, 0);
     assert_eq!(p.count(Dir::AtoB, Opcode::RcFetchAdd), 1, "never resent");
+}
+
+/// A READ of 10 responses (PSN 100..=109, MTU 256) from B's pattern into A's zeros, with
+/// B→A packets dropped by `drop_nth(psn, nth transmission of that PSN)`; returns the pair
+/// after the link settled.
+fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
+    let mut p = pair(Recovery::Selective, 2560);
+    p.mem_b.regions.clear();
+    p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
+    p.mem_a.regions.clear();
+    p.mem_a.add(KEY_A, BASE_A, 2560, Access::ALL, |_| 0);
+    p.a.post_send(send_wqe(
+        1,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A, 2560, KEY_A)],
+        BASE_B,
+        KEY_B,
+    ))
+    .unwrap();
+    let mut sent = std::collections::HashMap::<u32, usize>::new();
+    p.run_with(10_000, |d, h, _| {
+        if d == Dir::BtoA && h.bth.opcode.is_read_response() {
+            let psn = h.bth.psn.value();
+            let n = sent.entry(psn).or_insert(0);
+            *n += 1;
+            if drop_nth(psn, *n) {
+                return Fate::Drop;
+            }
+        }
+        Fate::Deliver
+    });
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
+    );
+    assert_eq!(
+        p.mem_a.bytes(KEY_A, BASE_A, 2560),
+        p.mem_b.bytes(KEY_B, BASE_B, 2560)
+    );
+    assert!(
+        p.mem_a
+            .write_counts(KEY_A, BASE_A, 2560)
+            .iter()
+            .all(|&c| c == 1),
+        "every byte placed once"
+    );
+    p
+}
+
+#[test]
+fn lost_re_read_answers_are_asked_for_again_without_the_retransmit_timeout() {
+    // 102 and 105 lost, then the answer to the re-READ of 102: the answer to the later
+    // re-READ (105) arrives first — B answers re-READs in the order they came — so 102 is
+    // read a third time at once. Before: the timeout (nothing new was sent after the
+    // re-READs, and no time passes while the responses arrive).
+    let p = read_with_drops(|psn, n| (psn == 102 && n <= 2) || (psn == 105 && n == 1));
+    let a = p.a.counters();
+    assert_eq!((a.fast_retransmits, a.timeouts), (3, 0), "{a:?}");
+    let t_seq = p.now;
+
+    // 108 lost (109 reveals it), then the answer to its re-READ: nothing follows, so the
+    // re-READ timer asks again (RTO_low before any re-READ was timed) — no retransmit
+    // timeout, no retry spent.
+    let p = read_with_drops(|psn, n| psn == 108 && n <= 2);
+    let a = p.a.counters();
+    assert_eq!(
+        (a.fast_retransmits, a.timeouts, a.retries),
+        (2, 0, 0),
+        "{a:?}"
+    );
+    assert!(p.now > t_seq, "waited for the re-READ timer");
+}
+
+#[test]
+fn held_write_with_immediate_waits_out_rnr_without_writing_twice() {
+    // The split WRITE with immediate of the test above, 102 lost, and no receive WQE posted:
+    // when the resend of 102 fills the hole, the held immediate packet (109, data placed)
+    // cannot complete — RNR NAK. It stays held; once a receive WQE is posted, its resend
+    // completes the message without writing the bytes again, and nothing else is resent.
+    let mut p = pair(Recovery::Selective, 2560);
+    write_from(&mut p, 1, 0, 0, 2560, true);
+    while p.transmit(Dir::AtoB) {}
+    let at = p
+        .a_to_b
+        .iter()
+        .position(|pkt| parse(pkt).0.bth.psn.value() == 102)
+        .unwrap();
+    p.a_to_b.remove(at);
+    p.settle();
+    assert_eq!(p.b.counters().naks_sent.rnr, 1);
+    assert!(p.send_completions(Dir::AtoB).is_empty());
+    p.b.post_recv(recv_wqe(9, &[])).unwrap();
+    p.run();
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaWrite, 2560, QPN_A)]
+    );
+    let wcs = p.recv_completions(Dir::BtoA);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.byte_len, w.imm_data))
+            .collect::<Vec<_>>(),
+        [(2560, Some(0x5eed))]
+    );
+    assert_delivered_once(&p, 2560);
+    let a = p.a.counters();
+    assert_eq!(
+        (a.retransmitted_packets, a.timeouts),
+        (2, 0),
+        "102, then 109 after the RNR wait"
+    );
 }
