@@ -872,27 +872,32 @@ mod test {
     use super::*;
     use crate::mesh::frame::text_frame;
 
+    /// The bytes a rail sends for a frame that carries its payload (not a placed chunk).
+    fn wire(body: &FrameBody) -> Vec<u8> {
+        let mut v = vec![0u8; body.len()];
+        match body {
+            FrameBody::Bytes(x) => v.copy_from_slice(x),
+            FrameBody::Chunk {
+                header,
+                buf,
+                offset,
+                len,
+            } => {
+                v[..32].copy_from_slice(header);
+                buf.read(*offset, &mut v[32..32 + len]).unwrap();
+            }
+            FrameBody::Placed { .. } => panic!("a placed chunk needs deliver_placed"),
+        }
+        v
+    }
+
     /// Moves every frame from `a` to `b` as the rails would (all on one rail), acknowledging
     /// each one to `a`.
     fn deliver(a: &mut Tagged, b: &mut Tagged) -> usize {
         let out = a.take_outbox();
         let n = out.len();
         for (_, token, body) in out {
-            let mut v = vec![0u8; body.len()];
-            match &body {
-                FrameBody::Bytes(x) => v.copy_from_slice(x),
-                FrameBody::Chunk {
-                    header,
-                    buf,
-                    offset,
-                    len,
-                } => {
-                    v[..32].copy_from_slice(header);
-                    buf.read(*offset, &mut v[32..32 + len]).unwrap();
-                }
-                FrameBody::Placed { .. } => panic!("a placed chunk needs deliver_placed"),
-            }
-            b.on_frame(&v);
+            b.on_frame(&wire(&body));
             a.on_sent(token);
         }
         n
@@ -922,16 +927,7 @@ mod test {
                     v[..32].copy_from_slice(header);
                     v[32..].copy_from_slice(&(*len as u64).to_be_bytes());
                 }
-                FrameBody::Bytes(x) => v.copy_from_slice(x),
-                FrameBody::Chunk {
-                    header,
-                    buf,
-                    offset,
-                    len,
-                } => {
-                    v[..32].copy_from_slice(header);
-                    buf.read(*offset, &mut v[32..32 + len]).unwrap();
-                }
+                other => v = wire(other),
             }
             b.on_frame(&v);
             a.on_sent(token);
@@ -1320,20 +1316,8 @@ mod test {
         let a = s.isend(&m, 0, 2000, 3).unwrap().unwrap();
         let b = s.isend(&m, 0, 100, 4).unwrap().unwrap();
         // Keep the frames' acknowledgements back: the sends are still in flight.
-        let frames = s.take_outbox();
-        for (_, _, body) in &frames {
-            let mut v = vec![0u8; body.len()];
-            if let FrameBody::Chunk {
-                header,
-                buf,
-                offset,
-                len,
-            } = body
-            {
-                v[..32].copy_from_slice(header);
-                buf.read(*offset, &mut v[32..32 + len]).unwrap();
-            }
-            r.on_frame(&v);
+        for (_, _, body) in &s.take_outbox() {
+            r.on_frame(&wire(body));
         }
         let d = Buffer::new(4096);
         let q0 = r.irecv(&one(&d, 1000, 3)).unwrap().unwrap();
