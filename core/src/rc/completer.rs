@@ -877,9 +877,15 @@ impl<const SQ: usize> Requester<SQ> {
             self.reread_backoff += 1;
             asked_again = self.resend.first_from(self.comp_psn).is_some();
         }
-        if asked_again && self.retrans_timer.deadline().is_some_and(|d| d <= now) {
+        if asked_again
+            && self.reread_backoff <= 1
+            && self.retrans_timer.deadline().is_some_and(|d| d <= now)
+        {
             // The retransmit timer expires at the same time: the re-READ just marked is the
-            // better answer; the timer runs again from now.
+            // better answer; the timer runs again from now — once per answer (a READ response
+            // resets the backoff). Deferring it every time livelocked a queue of atomics and
+            // a READ whose re-asks never got an answer: the timeout must come eventually
+            // (`property::atomics_then_an_empty_read_settle_after_timeouts`).
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm(now.add_nanos(t));
             }

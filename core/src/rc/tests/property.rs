@@ -594,3 +594,53 @@ fn both_modes(
     }
     Ok(())
 }
+
+/// A case the property found in CI (three compare-and-swaps and an empty READ, with the
+/// timer firing while the first atomic's request and its duplicates are in flight): the link
+/// must settle in both modes.
+#[test]
+fn atomics_then_an_empty_read_settle_after_timeouts() {
+    use Action::*;
+    let m = |kind, len| Msg {
+        from_a: true,
+        kind,
+        len,
+        slack: 0,
+        at: 0,
+        signaled: false,
+    };
+    let d = |a_to_b, idx, fate| Deliver { a_to_b, idx, fate };
+    let msgs = [
+        m(Kind::CmpSwap(true), 8),
+        m(Kind::CmpSwap(true), 8),
+        m(Kind::CmpSwap(true), 8),
+        m(Kind::Read, 0),
+    ];
+    let actions = [
+        Post,
+        Tx(true),
+        Post,
+        Timer,
+        Post,
+        Tx(true),
+        d(true, 0, 6),
+        Timer,
+        d(false, 0, 6),
+        d(true, 0, 6),
+        Tx(false),
+        d(true, 0, 6),
+        d(true, 0, 6),
+        d(false, 0, 6),
+        Tx(true),
+        Post,
+        Timer,
+        Tx(false),
+        d(true, 0, 6),
+        d(true, 0, 6),
+        Tx(true),
+        d(true, 0, 0),
+        Tx(false),
+        d(false, 2, 0),
+    ];
+    both_modes(&msgs, &actions, Mtu::Mtu256, 0, 0, 128, false).unwrap();
+}
