@@ -7,8 +7,8 @@
 //! peer has receive slots, minus the slots the peer has not re-posted yet. The peer reports how
 //! many slots it has re-posted so far (a counter, big-endian u64) by RDMA WRITE into the credit
 //! word, so credits never consume a receive WQE and never deadlock; it writes once a quarter of
-//! its slots were re-posted since the last report (`Rail::credit_batch`), not per frame. The receiver-not-ready
-//! retry (`rnr_retry` 7) stays as a backstop.
+//! its slots were re-posted since the last report (`Rail::credit_batch`), not per frame. The
+//! receiver-not-ready retry (`rnr_retry` 7) stays as a backstop.
 //!
 //! A placed chunk ([`FrameBody::Placed`], direct placement) is an unsignaled RDMA WRITE into the
 //! receiver's registered memory (gathered from the send slot, or from memory registered on this
@@ -346,7 +346,11 @@ impl FrameBody {
         }
     }
 
-    fn write_into(&self, out: &mut [u8]) -> Result<()> {
+    /// Writes the frame's bytes as the rail sends them into `out` (at least [`FrameBody::slot_len`]
+    /// bytes; a placed chunk copied through the slot also gets its chunk behind the frame).
+    ///
+    /// Errors: a buffer range that is invalid or lent memory that was released.
+    pub(crate) fn write_into(&self, out: &mut [u8]) -> Result<()> {
         match self {
             FrameBody::Bytes(b) => out[..b.len()].copy_from_slice(b),
             FrameBody::Chunk {

@@ -874,20 +874,12 @@ mod test {
 
     /// The bytes a rail sends for a frame that carries its payload (not a placed chunk).
     fn wire(body: &FrameBody) -> Vec<u8> {
+        assert!(
+            !matches!(body, FrameBody::Placed { .. }),
+            "a placed chunk needs deliver_placed"
+        );
         let mut v = vec![0u8; body.len()];
-        match body {
-            FrameBody::Bytes(x) => v.copy_from_slice(x),
-            FrameBody::Chunk {
-                header,
-                buf,
-                offset,
-                len,
-            } => {
-                v[..32].copy_from_slice(header);
-                buf.read(*offset, &mut v[32..32 + len]).unwrap();
-            }
-            FrameBody::Placed { .. } => panic!("a placed chunk needs deliver_placed"),
-        }
+        body.write_into(&mut v).unwrap();
         v
     }
 
