@@ -141,6 +141,28 @@ fn scenario_full(
     Some(format!("{stdout}\n{stderr}"))
 }
 
+/// The scenarios that move data, every byte checked: sizes, a smaller send than its receive,
+/// grouped receives, 32 in flight, setup on one thread while another streams, a close with
+/// requests in flight, a send larger than its receive, a three-process ring.
+const DATA_SCENARIOS: &[&str] = &[
+    "sizes",
+    "smaller",
+    "grouped",
+    "inflight",
+    "threads",
+    "close_inflight",
+    "oversize",
+    "ring",
+];
+
+/// Runs each of `names` with plugin version 12, one address per rank and the extra
+/// environment `env` (600 s each at most).
+fn data_scenarios(names: &[&str], env: &[(&str, &str)]) {
+    for name in names {
+        scenario_full(name, "12", 600, Some(RANK_ENV), env);
+    }
+}
+
 #[test]
 fn loads_with_rtld_now_and_exports_v8_to_v12() {
     if let Some(out) = scenario("load", ALL, 60) {
@@ -196,18 +218,7 @@ fn scenarios_with_eager_sends() {
             "maxRecvs is 8 without eager sends and lanes:\n{out}"
         );
     }
-    for name in [
-        "sizes",
-        "smaller",
-        "grouped",
-        "inflight",
-        "threads",
-        "close_inflight",
-        "oversize",
-        "ring",
-    ] {
-        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
-    }
+    data_scenarios(DATA_SCENARIOS, &env);
 }
 
 #[test]
@@ -253,15 +264,10 @@ fn three_process_ring() {
 /// every byte checked.
 #[test]
 fn scenarios_on_the_device_model() {
-    for name in ["sizes", "smaller", "grouped", "inflight", "threads", "ring"] {
-        scenario_full(
-            name,
-            "12",
-            600,
-            Some(RANK_ENV),
-            &[("RDMESH_PROVIDER", "model")],
-        );
-    }
+    data_scenarios(
+        &["sizes", "smaller", "grouped", "inflight", "threads", "ring"],
+        &[("RDMESH_PROVIDER", "model")],
+    );
 }
 
 /// Progress shards and lanes, as on a GPU host (the CI machine's default is one progress thread
@@ -276,18 +282,7 @@ fn scenarios_with_progress_shards_and_lanes() {
             "maxRecvs is 1 with lanes:\n{out}"
         );
     }
-    for name in [
-        "sizes",
-        "smaller",
-        "grouped",
-        "inflight",
-        "threads",
-        "close_inflight",
-        "oversize",
-        "ring",
-    ] {
-        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
-    }
+    data_scenarios(DATA_SCENARIOS, &env);
 }
 
 /// The copy path (`RDMESH_PLACEMENT=0`, as with an older peer; the default places directly):
@@ -295,9 +290,10 @@ fn scenarios_with_progress_shards_and_lanes() {
 #[test]
 fn scenarios_with_the_copy_path() {
     let env = [("RDMESH_PLACEMENT", "0")];
-    for name in ["sizes", "smaller", "inflight", "close_inflight", "ring"] {
-        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
-    }
+    data_scenarios(
+        &["sizes", "smaller", "inflight", "close_inflight", "ring"],
+        &env,
+    );
 }
 
 /// The scenarios with direct placement on (`RDMESH_PLACEMENT=1`: `regMr`'d receives are RDMA
@@ -326,17 +322,8 @@ fn scenarios_with_direct_placement() {
             "no bytes sent from registered memory:\n{out}"
         );
     }
-    for name in [
-        "smaller",
-        "grouped",
-        "inflight",
-        "threads",
-        "close_inflight",
-        "oversize",
-        "ring",
-    ] {
-        scenario_full(name, "12", 600, Some(RANK_ENV), &env);
-    }
+    // "sizes" ran above, with the summary checks
+    data_scenarios(&DATA_SCENARIOS[1..], &env);
 }
 
 #[test]
