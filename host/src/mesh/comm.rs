@@ -248,11 +248,14 @@ impl ConnShared {
     /// wake the shard that owns it (several). Measured on NCCL (docs/benchmarks.md): letting
     /// the application's thread also make progress when the connection is free serializes the
     /// channels on NCCL's proxy thread again and halves the large-message bandwidth. With
-    /// `post` (a small send, a CTS) the calling thread also posts the queued frames that
-    /// credits allow — no receive, no completion, no copy of a large message: the frames leave
-    /// without waiting for the shard's next round, which still gets the completions.
+    /// `post` (a small send, a CTS) the calling thread also posts this call's frames as far as
+    /// credits allow — no receive, no completion, no other message's chunks: they leave without
+    /// waiting for the shard's next round, which still gets the completions. When older frames
+    /// still wait in the rails' queues (credits ran out, a large message is going out), the new
+    /// ones queue behind them for the shard, as before.
     fn advance(&self, c: &mut Conn, post: bool) {
         if self.driver.offload {
+            let post = post && !c.rails.has_queued();
             c.flush_outbox();
             if post {
                 c.rails.post_now();
@@ -266,7 +269,11 @@ impl ConnShared {
     /// Whether a send of `len` bytes (`Some`) or a receive's CTS (`None`) is posted by the
     /// calling thread ([`ConnShared::advance`]).
     fn posts_inline(&self, len: Option<usize>) -> bool {
-        self.inline_bytes > 0 && len.is_none_or(|n| n <= self.inline_bytes)
+        self.inline_bytes > 0
+            && match len {
+                Some(n) => n <= self.inline_bytes,
+                None => true,
+            }
     }
 
     /// Runs `f` on the connection for a `test`: after a round of progress (one shard), or as

@@ -812,11 +812,20 @@ fn small_sends_leave_from_the_calling_thread_with_shards() {
             before + 10,
             "a send above inline_bytes waits for the shard"
         );
+        let behind = s
+            .isend(&Buffer::from_vec(pattern(10, 9)), 0, 10, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            tx(),
+            before + 10,
+            "a small send behind a queued frame queues too: the caller posts no other message"
+        );
         // the receiving node's shards run: the small message arrives whole
         assert_eq!(recvs[0].wait(T).unwrap(), vec![10]);
         let mut got = vec![0u8; 10];
         dst[0].read(0, &mut got).unwrap();
         assert_eq!(got, pattern(10, 7));
-        drop((small, large));
+        drop((small, large, behind));
     }
 }
