@@ -7,7 +7,10 @@
 //! ([`Tagged`]). With one progress thread it makes progress whenever the application calls in,
 //! and on that thread otherwise; with several ([`crate::mesh::progress`]) all of its work runs
 //! on its shard's thread, and `isend`/`irecv`/`test` only hand requests over, wake the shard
-//! and read completions (a `test` that finds the shard at work answers "not yet" at once).
+//! and read completions (a `test` that finds the shard at work answers "not yet" at once) —
+//! except that the frames of a small `isend` (at most `MeshConfig::inline_bytes`) and of an
+//! `irecv`'s CTS are posted by the calling thread itself, so they leave without waiting for the
+//! shard's next round (its completions stay the shard's).
 //! Dropping a comm sends CLOSE to the peer (the progress thread flushes it for up to 2 s).
 
 use std::fmt;
@@ -202,6 +205,9 @@ pub(crate) struct ConnShared {
     core: Mutex<Conn>,
     route: Route,
     driver: Driver,
+    /// Sends of at most this many bytes, and CTS frames when it is not 0, are posted by the
+    /// application's thread with several shards (`MeshConfig::inline_bytes`).
+    inline_bytes: usize,
 }
 
 impl ConnShared {
@@ -234,20 +240,40 @@ impl ConnShared {
             }),
             route,
             driver,
+            inline_bytes: config.inline_bytes,
         })
     }
 
     /// After an application call changed the connection: make progress here (one shard), or
     /// wake the shard that owns it (several). Measured on NCCL (docs/benchmarks.md): letting
     /// the application's thread also make progress when the connection is free serializes the
-    /// channels on NCCL's proxy thread again and halves the large-message bandwidth.
-    fn advance(&self, c: &mut Conn) {
+    /// channels on NCCL's proxy thread again and halves the large-message bandwidth. With
+    /// `post` (a small send, a CTS) the calling thread also posts this call's frames as far as
+    /// credits allow — no receive, no completion, no other message's chunks: they leave without
+    /// waiting for the shard's next round, which still gets the completions. When older frames
+    /// still wait in the rails' queues (credits ran out, a large message is going out), the new
+    /// ones queue behind them for the shard, as before.
+    fn advance(&self, c: &mut Conn, post: bool) {
         if self.driver.offload {
+            let post = post && !c.rails.has_queued();
             c.flush_outbox();
+            if post {
+                c.rails.post_now();
+            }
             self.driver.wake();
         } else {
             c.progress();
         }
+    }
+
+    /// Whether a send of `len` bytes (`Some`) or a receive's CTS (`None`) is posted by the
+    /// calling thread ([`ConnShared::advance`]).
+    fn posts_inline(&self, len: Option<usize>) -> bool {
+        self.inline_bytes > 0
+            && match len {
+                Some(n) => n <= self.inline_bytes,
+                None => true,
+            }
     }
 
     /// Runs `f` on the connection for a `test`: after a round of progress (one shard), or as
@@ -538,7 +564,7 @@ impl SendComm {
             let mut c = shared.lock();
             c.update_live_rails();
             let id = c.tagged.isend_registered(buf, offset, len, tag, local)?;
-            shared.advance(&mut c);
+            shared.advance(&mut c, shared.posts_inline(Some(len)));
             Ok(id)
         })?;
         Ok(posted.map(|(shared, id)| SendRequest { shared, id }))
@@ -700,7 +726,7 @@ impl RecvComm {
                 .collect();
             let mut c = shared.lock();
             let seq = c.tagged.irecv_placed(bufs, &places)?;
-            shared.advance(&mut c);
+            shared.advance(&mut c, shared.posts_inline(None));
             Ok(seq)
         })?;
         Ok(posted.map(|(shared, id)| RecvRequest { shared, id }))

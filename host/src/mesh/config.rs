@@ -14,6 +14,7 @@
 //! | `RDMESH_IB_RETRY_CNT` | 7 | QP transport retries before a link is declared down (16 and 7: about 2.1 s) |
 //! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
 //! | `RDMESH_RECOVERY` | negotiated | `selective` or `go-back-n`: the loss recovery this node insists on for its rails (selective repeat only where both ends are soft-provider QPs; see [`crate::mesh::rail::RecoveryOffer`]) |
+//! | `RDMESH_INLINE_BYTES` | 65536 | with several progress threads: an `isend` of at most this many bytes, and every `irecv`'s CTS, is posted on the calling thread instead of waiting for the shard's next round (0: everything handed to the shard) |
 //! | `RDMESH_PROVIDER` | soft | `soft`, `model` (the mlx5 device model, its port on a UDP socket) or `vfio:BDF`: the provider of every NIC's device (a NIC listed as `vfio:BDF=addr/len` keeps its own) |
 
 use std::time::Duration;
@@ -76,6 +77,12 @@ pub struct MeshConfig {
     /// (`RDMESH_PLACED_CHUNK`, a multiple of 64 KiB up to 16 MiB; default 64 KiB, a DATA
     /// frame's payload).
     pub placed_chunk: usize,
+    /// With several progress threads, the largest send, bytes, whose frames the application's
+    /// thread posts itself in `isend` (and, when not 0, every `irecv`'s CTS), instead of
+    /// handing them to the connection's shard (`RDMESH_INLINE_BYTES`, 0..=16 MiB, default 64
+    /// KiB; 0: everything goes through the shard, as before). Only posting: receives and
+    /// completions stay the shard's, so a large message is never copied on the caller's thread.
+    pub inline_bytes: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
     pub timing: QpTiming,
     /// Requests in flight per connection end (at least 32).
@@ -109,6 +116,7 @@ impl Default for MeshConfig {
             eager_bytes: 0,
             placement: true,
             placed_chunk: crate::mesh::rail::DATA_CHUNK,
+            inline_bytes: crate::mesh::rail::DATA_CHUNK,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
@@ -214,6 +222,13 @@ impl MeshConfig {
             "a multiple of 65536 bytes up to 16 MiB",
         )? {
             c.placed_chunk = n;
+        }
+        if let Some(n) = parse::<usize>(
+            "RDMESH_INLINE_BYTES",
+            |v| *v <= 16 << 20,
+            "a size in bytes, 0..=16777216",
+        )? {
+            c.inline_bytes = n;
         }
         if let Some(t) = parse::<u8>("RDMESH_IB_TIMEOUT", |v| (1..=31).contains(v), "1..=31")? {
             c.timing.timeout = t;

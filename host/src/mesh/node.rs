@@ -403,6 +403,12 @@ impl MeshNode {
         self.inner.learn(handle.node().clone());
     }
 
+    /// The node's progress shards (tests stop them to see what application calls do alone).
+    #[cfg(test)]
+    pub(crate) fn progress(&self) -> &Arc<Progress> {
+        &self.inner.progress
+    }
+
     /// Each NIC's counters.
     pub fn nic_counters(&self) -> Vec<NicReport> {
         self.inner

@@ -47,6 +47,8 @@ pub struct Progress {
     shards: Vec<Shard>,
     stop: AtomicBool,
     next: AtomicUsize,
+    /// Shard threads that have not left their loop yet.
+    running: AtomicUsize,
 }
 
 impl std::fmt::Debug for Progress {
@@ -73,6 +75,7 @@ impl Progress {
                 .collect(),
             stop: AtomicBool::new(false),
             next: AtomicUsize::new(0),
+            running: AtomicUsize::new(shards.max(1)),
         });
         for i in 0..p.shards.len() {
             let t = p.clone();
@@ -131,6 +134,11 @@ impl Progress {
         self.len() == 0
     }
 
+    /// Shard threads still in their loop (after [`Progress::stop`]: those finishing a round).
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
     /// Stops the threads (they drop their items).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -179,6 +187,7 @@ impl Progress {
             }
         }
         me.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.running.fetch_sub(1, Ordering::Release);
     }
 }
 

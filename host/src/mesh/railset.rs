@@ -161,6 +161,14 @@ impl RailSet {
         }
     }
 
+    /// Posts what credits allow of the queued frames, without polling any completion queue
+    /// (no receive, no completion processing: what an application thread does to send a small
+    /// message at once while the progress shard keeps everything else). Returns whether it
+    /// posted anything.
+    pub fn post_now(&mut self) -> bool {
+        self.post_queued()
+    }
+
     fn post_queued(&mut self) -> bool {
         let mut any = false;
         for i in 0..self.rails.len() {

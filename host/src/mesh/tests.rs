@@ -739,3 +739,93 @@ fn registered_sends_are_written_from_their_memory() {
         .unwrap_err();
     assert!(e.to_string().contains("outside its registration"), "{e}");
 }
+
+/// With several progress shards, a small `isend` (at most `inline_bytes`) posts its frame on
+/// the calling thread: with the sending node's shards stopped it still leaves (and arrives),
+/// while a larger send, or any send with `inline_bytes` 0, waits in the queue for a shard.
+#[test]
+fn small_sends_leave_from_the_calling_thread_with_shards() {
+    for (link, inline) in [(51u8, 64usize), (52, 0)] {
+        let cfg = move |c: &mut MeshConfig| {
+            c.progress_threads = 2;
+            c.lanes = 1;
+            c.inline_bytes = inline;
+        };
+        let a = node_with(
+            vec![nic("soft_a", &format!("127.0.{link}.1/24"), 10.0)],
+            cfg,
+        );
+        let b = node_with(
+            vec![nic("soft_b", &format!("127.0.{link}.2/24"), 10.0)],
+            cfg,
+        );
+        let (s, r) = connect(&a, &b);
+        exchange(&s, &r, &[5], 100);
+        // two receives; wait until the sender's shard has taken both CTS frames in
+        let cts_before = a.nic_counters()[0].counters.rx_frames;
+        let dst: Vec<Buffer> = (0..2).map(|_| Buffer::new(128)).collect();
+        let recvs: Vec<_> = dst
+            .iter()
+            .map(|d| {
+                r.irecv(&[RecvBuf {
+                    buf: d.clone(),
+                    offset: 0,
+                    len: 128,
+                    tag: 0,
+                }])
+                .unwrap()
+                .unwrap()
+            })
+            .collect();
+        let start = Instant::now();
+        while a.nic_counters()[0].counters.rx_frames < cts_before + 2 {
+            assert!(start.elapsed() < T, "the CTS frames did not arrive");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // no shard of the sending node runs from here on
+        a.progress().stop();
+        while a.progress().running() > 0 {
+            assert!(start.elapsed() < T, "the shards did not stop");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let tx = || a.nic_counters()[0].counters.tx_data_bytes;
+        let before = tx();
+        let small = s
+            .isend(&Buffer::from_vec(pattern(10, 7)), 0, 10, 0)
+            .unwrap()
+            .unwrap();
+        if inline == 0 {
+            assert_eq!(tx(), before, "inline_bytes 0: the shard posts every frame");
+            continue;
+        }
+        assert_eq!(
+            tx(),
+            before + 10,
+            "the small send was posted by isend itself"
+        );
+        let large = s
+            .isend(&Buffer::from_vec(pattern(100, 8)), 0, 100, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            tx(),
+            before + 10,
+            "a send above inline_bytes waits for the shard"
+        );
+        let behind = s
+            .isend(&Buffer::from_vec(pattern(10, 9)), 0, 10, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            tx(),
+            before + 10,
+            "a small send behind a queued frame queues too: the caller posts no other message"
+        );
+        // the receiving node's shards run: the small message arrives whole
+        assert_eq!(recvs[0].wait(T).unwrap(), vec![10]);
+        let mut got = vec![0u8; 10];
+        dst[0].read(0, &mut got).unwrap();
+        assert_eq!(got, pattern(10, 7));
+        drop((small, large, behind));
+    }
+}
