@@ -14,7 +14,7 @@
 //! | `RDMESH_IB_RETRY_CNT` | 7 | QP transport retries before a link is declared down (16 and 7: about 2.1 s) |
 //! | `RDMESH_GID_INDEX` | by address | as for `rdmesh topo` ([`crate::topo::gid`]) |
 //! | `RDMESH_RECOVERY` | negotiated | `selective` or `go-back-n`: the loss recovery this node insists on for its rails (selective repeat only where both ends are soft-provider QPs; see [`crate::mesh::rail::RecoveryOffer`]) |
-//! | `RDMESH_INLINE_BYTES` | 65536 | with several progress threads: an `isend` of at most this many bytes, and every `irecv`'s CTS, is posted on the calling thread instead of waiting for the shard's next round (0: everything handed to the shard) |
+//! | `RDMESH_INLINE_BYTES` | 0 | with several progress threads: an `isend` of at most this many bytes, and every `irecv`'s CTS, is posted on the calling thread instead of waiting for the shard's next round (0: everything handed to the shard) |
 //! | `RDMESH_PROVIDER` | soft | `soft`, `model` (the mlx5 device model, its port on a UDP socket) or `vfio:BDF`: the provider of every NIC's device (a NIC listed as `vfio:BDF=addr/len` keeps its own) |
 
 use std::time::Duration;
@@ -79,8 +79,9 @@ pub struct MeshConfig {
     pub placed_chunk: usize,
     /// With several progress threads, the largest send, bytes, whose frames the application's
     /// thread posts itself in `isend` (and, when not 0, every `irecv`'s CTS), instead of
-    /// handing them to the connection's shard (`RDMESH_INLINE_BYTES`, 0..=16 MiB, default 64
-    /// KiB; 0: everything goes through the shard, as before). Only posting: receives and
+    /// handing them to the connection's shard (`RDMESH_INLINE_BYTES`, 0..=16 MiB, default 0:
+    /// everything goes through the shard; 64 KiB made NCCL 64 KiB–512 KiB slower on the 32-core
+    /// host, docs/benchmarks.md). Only posting: receives and
     /// completions stay the shard's, so a large message is never copied on the caller's thread.
     pub inline_bytes: usize,
     /// QP ACK timeout and retries (`RDMESH_IB_TIMEOUT`, `RDMESH_IB_RETRY_CNT`).
@@ -116,7 +117,7 @@ impl Default for MeshConfig {
             eager_bytes: 0,
             placement: true,
             placed_chunk: crate::mesh::rail::DATA_CHUNK,
-            inline_bytes: crate::mesh::rail::DATA_CHUNK,
+            inline_bytes: 0,
             timing: QpTiming {
                 timeout: 16,
                 retry_cnt: 7,
