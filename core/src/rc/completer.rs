@@ -21,8 +21,8 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit) — a READ response as soon as anything beyond it arrived, a
-//!   re-READ's run again once something sent after it or a later re-READ was answered or
+//!   beyond it (fast retransmit) — a READ response also once anything beyond it arrived a
+//!   reorder window ago (`Requester::reorder_window_ns`, RACK), a re-READ's run again once something sent after it or a later re-READ was answered or
 //!   the re-READ timer finds it overdue —, a NAK without SACK block (the responder dropped packets it
 //!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
 //!   instead of rewinding the cursor; the timer follows the round-trip time (see
