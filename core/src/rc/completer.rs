@@ -21,8 +21,8 @@
 //!   expiry retries (`RetryExcErr` when `retry_cnt` is used up).
 //! - Selective repeat (`recovery.rs`): SACK blocks and out-of-order READ responses (placed
 //!   on arrival) feed a scoreboard; a PSN is resent once the peer holds one [`DUP_THRESH`]
-//!   beyond it (fast retransmit) — a READ response as soon as anything beyond it arrived, a
-//!   re-READ's run again once something sent after it or a later re-READ was answered or
+//!   beyond it (fast retransmit) — a READ response also once anything beyond it arrived a
+//!   reorder window ago (`Requester::reorder_window_ns`, RACK), a re-READ's run again once something sent after it or a later re-READ was answered or
 //!   the re-READ timer finds it overdue —, a NAK without SACK block (the responder dropped packets it
 //!   could not hold) every undelivered request PSN, RNR NAKs and timeouts mark PSNs to resend
 //!   instead of rewinding the cursor; the timer follows the round-trip time (see
@@ -261,6 +261,8 @@ impl<const SQ: usize> Requester<SQ> {
         let c = self.comp_psn;
         let out = self.psn_hi.distance_from(c).min(SR_WINDOW);
         if out == 0 {
+            self.read_suspect = None;
+            self.reorder_timer.stop();
             return;
         }
         let mut hi = self.ack_hi.sub(1);
@@ -316,15 +318,22 @@ impl<const SQ: usize> Requester<SQ> {
             }
         } else {
             let resent = self.resent.mask_from(c);
+            let mut suspects = Mask::default();
             if hi == c || hi.after(c) {
-                // Never resent: lost once something DUP_THRESH beyond arrived — a READ
-                // response as soon as anything beyond it arrived: the responder sends its
-                // responses, and every ACK/SACK after them, in PSN order (IRN's READ (N)ACK).
+                // Never resent: lost once something DUP_THRESH beyond arrived. A READ
+                // response with anything beyond it (the responder sends its responses, and
+                // every ACK/SACK after them, in PSN order: IRN's READ (N)ACK) was lost or
+                // overtaken: with fewer than DUP_THRESH beyond, lost once the reorder window
+                // passed (RACK, RFC 8985) — counting it lost at once re-READ every response
+                // a reordering path overtook (3.1 resends per lost packet at 1 % loss and
+                // 1 % reordering).
                 let h = hi.distance_from(c) + 1;
                 let fresh = undelivered & !resent;
-                lost = (fresh & !reads & Mask::range(0, h.saturating_sub(DUP_THRESH)))
-                    | (fresh & reads & Mask::range(0, h - 1));
+                let by_count = Mask::range(0, h.saturating_sub(DUP_THRESH));
+                lost = fresh & by_count;
+                suspects = fresh & reads & Mask::range(0, h - 1) & !by_count;
             }
+            lost = lost | self.reorder_window(c, suspects);
             let beyond = |p: Psn, thresh: u32| hi.after(p) && hi.distance_from(p) >= thresh;
             let rr_rto = self.reread_rto_ns();
             let mut due: Option<Instant> = None;
@@ -370,6 +379,33 @@ impl<const SQ: usize> Requester<SQ> {
                 self.timer_marked.insert(q);
             }
             self.resend.insert(q);
+        }
+    }
+
+    /// Selective repeat: the READ responses of `suspects` (offsets from `c`: missing, with
+    /// fewer than `DUP_THRESH` PSNs beyond them arrived) that count as lost because the reorder
+    /// window passed since the lowest of them was first seen missing (`read_suspect`); arms
+    /// the reorder timer for the rest.
+    fn reorder_window(&mut self, c: Psn, suspects: Mask) -> Mask {
+        let Some(i) = suspects.lowest() else {
+            self.read_suspect = None;
+            self.reorder_timer.stop();
+            return Mask::default();
+        };
+        let q = c.add(i);
+        let since = match self.read_suspect {
+            Some((p, t)) if p == q => t,
+            _ => self.now,
+        };
+        let at = since.add_nanos(self.reorder_window_ns());
+        if at <= self.now {
+            self.read_suspect = None;
+            self.reorder_timer.stop();
+            suspects
+        } else {
+            self.read_suspect = Some((q, since));
+            self.reorder_timer.arm(at);
+            Mask::default()
         }
     }
 
@@ -849,6 +885,7 @@ impl<const SQ: usize> Requester<SQ> {
     /// The earliest timer deadline, if any.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let d = super::timer::earliest(self.retrans_timer.deadline(), self.rnr_timer.deadline());
+        let d = super::timer::earliest(d, self.reorder_timer.deadline());
         super::timer::earliest(d, self.reread_timer.deadline())
     }
 
@@ -867,6 +904,22 @@ impl<const SQ: usize> Requester<SQ> {
         if self.rnr_timer.expire(now) && self.outstanding() {
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm_if_idle(now.add_nanos(t));
+            }
+        }
+        if self.reorder_timer.expire(now) && self.outstanding() && !self.rnr_timer.is_armed() {
+            // A missing READ response's reorder window passed: it counts as lost now. Its
+            // re-READ is a fast retransmit: the retransmit timer (RTO_low, armed at the last
+            // arrival) restarts, so that the re-READ timer, not a timeout, answers a lost
+            // re-READ. Bounded: each expiry that marks something needs a READ response
+            // missing and not yet re-READ.
+            let before = self.resend.first_from(self.comp_psn).is_some();
+            self.detect_losses(None, false);
+            if !before && self.resend.first_from(self.comp_psn).is_some() {
+                if let (Some(d), Some(t)) = (self.retrans_timer.deadline(), self.rto_ns()) {
+                    if d < now.add_nanos(t) {
+                        self.retrans_timer.arm(now.add_nanos(t));
+                    }
+                }
             }
         }
         let mut asked_again = false;

@@ -425,8 +425,10 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) (then
     /// [`poll_transmit`](Self::poll_transmit)) has work: the retransmit timer (4.096 µs ·
     /// 2^timeout after the last progress while PSNs are unacknowledged), the end of an RNR
-    /// wait, the DCQCN rate-increase timer, or — while a data packet is ready but held back
-    /// by the pacer — the instant the pacer lets it go. `None` when nothing is scheduled.
+    /// wait, the DCQCN rate-increase timer, in selective repeat the re-READ timer and the
+    /// end of a missing READ response's reorder window, or — while a data packet is ready
+    /// but held back by the pacer — the instant the pacer lets it go. `None` when nothing is
+    /// scheduled.
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.state == QpState::Error {
             return None;

@@ -20,8 +20,9 @@
 //!   hold draws one NAK without SACK block per ePSN: the requester then resends at once
 //!   everything not held.
 //! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
-//!   is resent alone (a READ: the run of responses it misses, as soon as anything beyond a
-//!   missing response arrived; the responder answers re-READs in arrival order, so a later
+//!   is resent alone (a READ: the run of responses it misses, once a response or ACK/SACK
+//!   [`DUP_THRESH`] PSNs beyond a missing response arrived, or anything beyond it arrived
+//!   a reorder window ago, [`REORDER_WINDOW_MIN_NS`]; the responder answers re-READs in arrival order, so a later
 //!   answer, or a re-READ timer of at least [`RTO_REREAD_MIN_NS`], shows a lost re-READ);
 //!   READ responses are placed on arrival; the retransmit timer follows the measured round
 //!   trip, with a short RTO_low when at most [`RTO_LOW_PACKETS`] PSNs are undelivered.
@@ -50,6 +51,15 @@ pub const SACK_EVERY: u32 = 16;
 /// Selective repeat: a PSN counts as lost once the peer holds a PSN at least this far beyond
 /// it (reordering by fewer packets causes no resend; RFC 6675's DupThresh).
 pub const DUP_THRESH: u32 = 3;
+
+/// Selective repeat: shortest reorder window for READ responses, ns. A missing READ
+/// response that fewer than [`DUP_THRESH`] later PSNs overtook counts as lost once the first
+/// response beyond it arrived this long ago (`Requester::reorder_window_ns`: a quarter of the
+/// smoothed round trip, at least this, at most [`RTO_LOW_MIN_NS`]) — RACK's reordering
+/// window (RFC 8985 §6.2: RTT/4), so that a response overtaken by one or two others is not
+/// read again while a lost one at the tail of a stuck window is still asked for well before
+/// RTO_low.
+pub const REORDER_WINDOW_MIN_NS: u64 = 50_000;
 
 /// Selective repeat: with at most this many PSNs in flight the retransmit timer runs with
 /// the short timeout (IRN's RTO_low: too few packets follow a loss to reveal it).

@@ -34,7 +34,8 @@ use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
 use super::psn_bits::PsnBits;
 use super::recovery::{
-    Recovery, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS, RTO_REREAD_MIN_NS, SR_WINDOW,
+    Recovery, REORDER_WINDOW_MIN_NS, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS,
+    RTO_REREAD_MIN_NS, SR_WINDOW,
 };
 use super::timer::{ack_timeout_ns, Instant, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
@@ -207,6 +208,13 @@ pub(crate) struct Requester<const SQ: usize> {
     /// Selective repeat: expiries of `reread_timer` since a re-READ was last answered (the
     /// overdue time doubles with each).
     pub(crate) reread_backoff: u32,
+    /// Selective repeat: the lowest missing READ response that fewer than
+    /// [`DUP_THRESH`](super::recovery::DUP_THRESH) later
+    /// PSNs overtook, and when it was first seen so — it counts as lost once
+    /// [`Self::reorder_window_ns`] passed since (RACK's reordering window, RFC 8985 §6.2).
+    pub(crate) read_suspect: Option<(Psn, Instant)>,
+    /// Selective repeat: runs when `read_suspect`'s reorder window ends.
+    pub(crate) reorder_timer: Timer,
     /// Selective repeat: smoothed round-trip time and its variation, ns (RFC 6298); `None`
     /// before the first sample.
     pub(crate) srtt_ns: Option<u64>,
@@ -263,6 +271,8 @@ impl<const SQ: usize> Requester<SQ> {
             rr_rttvar_ns: 0,
             reread_timer: Timer::default(),
             reread_backoff: 0,
+            read_suspect: None,
+            reorder_timer: Timer::default(),
             srtt_ns: None,
             rttvar_ns: 0,
             backoff: 0,
@@ -349,6 +359,17 @@ impl<const SQ: usize> Requester<SQ> {
             .saturating_add(4 * self.rr_rttvar_ns)
             .max(RTO_REREAD_MIN_NS);
         Some(t.saturating_mul(1 << self.reread_backoff.min(20)).min(rto))
+    }
+
+    /// How long a missing READ response overtaken by fewer than
+    /// [`DUP_THRESH`](super::recovery::DUP_THRESH) PSNs may stay
+    /// missing before it counts as lost (selective repeat): a quarter of the smoothed round
+    /// trip (RFC 8985 §6.2), at least [`REORDER_WINDOW_MIN_NS`], at most [`RTO_LOW_MIN_NS`]
+    /// (also before the first sample).
+    pub(crate) fn reorder_window_ns(&self) -> u64 {
+        self.srtt_ns.map_or(RTO_LOW_MIN_NS, |s| {
+            (s / 4).clamp(REORDER_WINDOW_MIN_NS, RTO_LOW_MIN_NS)
+        })
     }
 
     /// Feeds one re-READ answer time (RFC 6298 §2, as [`Self::rtt_sample`]).
@@ -846,6 +867,8 @@ impl<const SQ: usize> Requester<SQ> {
         self.retrans_timer.stop();
         self.rnr_timer.stop();
         self.reread_timer.stop();
+        self.reorder_timer.stop();
+        self.read_suspect = None;
         self.resend.clear();
         self.sacked.clear();
         self.got.clear();

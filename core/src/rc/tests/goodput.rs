@@ -10,7 +10,9 @@
 //! --lib goodput_table -- --ignored --nocapture`, with `SIM_DELAY`, `SIM_WAKE` (ns),
 //! `SIM_RATE` (bytes/µs), `SIM_INFLIGHT`, `SIM_STALL` / `SIM_STALL_EVERY` (ns: host stalls of
 //! that length, that often on average) to change the link, and `SIM_READ_EVERY` (every n-th
-//! message a READ) to mix READs into the queue.
+//! message a READ) to mix READs into the queue, `SIM_RD` (READs the requester keeps
+//! outstanding, `max_rd_atomic`, default 16) and `SIM_OPS` (`read`, `write`, `send`, `imm`,
+//! comma-separated: the operations of the table, default all).
 
 use std::collections::VecDeque;
 
@@ -87,7 +89,7 @@ pub(crate) fn run(recovery: Recovery, link: Link) -> Goodput {
         },
         RtsConfig {
             timeout: 14,
-            max_rd_atomic: 16,
+            max_rd_atomic: env("SIM_RD", 16) as u8,
             ..rts(100)
         },
         RtrConfig {
@@ -280,12 +282,22 @@ fn link(op: SendOpcode, loss_ppm: u32, seed: u64) -> Link {
 #[test]
 #[ignore]
 fn goodput_table() {
+    let ops = std::env::var("SIM_OPS").unwrap_or_else(|_| "write,send,read,imm".into());
     for op in [
         SendOpcode::RdmaWrite,
         SendOpcode::Send,
         SendOpcode::RdmaRead,
         SendOpcode::RdmaWriteWithImm,
     ] {
+        let name = match op {
+            SendOpcode::RdmaWrite => "write",
+            SendOpcode::Send => "send",
+            SendOpcode::RdmaRead => "read",
+            _ => "imm",
+        };
+        if !ops.split(',').any(|o| o == name) {
+            continue;
+        }
         let base = run(Recovery::Selective, link(op, 0, 1)).mbps;
         let base_gbn = run(Recovery::GoBackN, link(op, 0, 1)).mbps;
         std::println!("{op:?} loss-free: selective {base:.0} go-back-N {base_gbn:.0} MB/s");

@@ -3,6 +3,7 @@
 //! WRITEs, the in-flight cap, and when the mode may be chosen.
 
 use super::*;
+use crate::rc::recovery::REORDER_WINDOW_MIN_NS;
 use crate::wire::RethRepr;
 
 const KEY_A: u32 = 0xa4;
@@ -792,6 +793,103 @@ fn lost_re_read_answers_are_asked_for_again_without_the_retransmit_timeout() {
         "{a:?}"
     );
     assert!(p.now > t_seq, "waited for the re-READ timer");
+}
+
+/// A READ of 10 responses (PSN 100..=109) whose responses leave B in the order of
+/// `order` (indices into the 10); returns the pair after the link settled, checked.
+fn read_reordered(order: &[usize]) -> Pair {
+    let mut p = pair(Recovery::Selective, 2560);
+    p.mem_b.regions.clear();
+    p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
+    p.mem_a.regions.clear();
+    p.mem_a.add(KEY_A, BASE_A, 2560, Access::ALL, |_| 0);
+    p.a.post_send(send_wqe(
+        1,
+        SendOpcode::RdmaRead,
+        &[sge(BASE_A, 2560, KEY_A)],
+        BASE_B,
+        KEY_B,
+    ))
+    .unwrap();
+    while p.transmit(Dir::AtoB) {}
+    let req = p.a_to_b.pop_front().expect("the READ request");
+    p.deliver(Dir::AtoB, &req);
+    while p.transmit(Dir::BtoA) {}
+    assert_eq!(p.b_to_a.len(), 10);
+    let sent: Vec<Vec<u8>> = p.b_to_a.drain(..).collect();
+    p.b_to_a.extend(order.iter().map(|&i| sent[i].clone()));
+    p.run();
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
+    );
+    assert_eq!(
+        p.mem_a.bytes(KEY_A, BASE_A, 2560),
+        p.mem_b.bytes(KEY_B, BASE_B, 2560)
+    );
+    p
+}
+
+#[test]
+fn overtaken_read_responses_are_not_read_again() {
+    // 102 arrives after 103, then after 103 and 104: fewer than DUP_THRESH PSNs beyond a
+    // missing response arrived before it did, so A asks for nothing again and B sends each
+    // response once. Before the reorder window (2026-11-26), a missing READ response counted
+    // as lost as soon as anything beyond it arrived: one re-READ and a duplicate response
+    // per overtaken response (3.1 resends per lost packet with 1 % loss and 1 % reordering).
+    for order in [
+        &[0, 1, 3, 2, 4, 5, 6, 7, 8, 9][..],
+        &[0, 1, 3, 4, 2, 5, 6, 7, 8, 9],
+        &[0, 1, 2, 3, 4, 5, 6, 7, 9, 8],
+    ] {
+        let p = read_reordered(order);
+        let a = p.a.counters();
+        assert_eq!(
+            (a.retransmitted_packets, a.timeouts, a.duplicates_dropped),
+            (0, 0, 0),
+            "{order:?}: {a:?}"
+        );
+        assert!(
+            p.mem_a
+                .write_counts(KEY_A, BASE_A, 2560)
+                .iter()
+                .all(|&c| c == 1),
+            "{order:?}: every byte placed once"
+        );
+        assert_eq!(p.count(Dir::BtoA, Opcode::RcRdmaReadResponseMiddle), 8);
+    }
+}
+
+#[test]
+fn missing_read_response_counts_as_lost_after_dup_thresh_or_the_reorder_window() {
+    // 102 lost: 105, DUP_THRESH beyond it, reveals the loss at once — one re-READ, no time
+    // passes.
+    let t0 = Instant(1_000_000);
+    // When A sent its re-READs.
+    let rereads = |p: &Pair| -> Vec<u64> {
+        p.trace
+            .iter()
+            .zip(&p.times)
+            .filter(|((d, h, _), _)| *d == Dir::AtoB && h.bth.opcode == Opcode::RcRdmaReadRequest)
+            .skip(1)
+            .map(|(_, (t, _))| t.0 - t0.0)
+            .collect()
+    };
+    let p = read_with_drops(|psn, n| psn == 102 && n == 1);
+    let a = p.a.counters();
+    assert_eq!((a.fast_retransmits, a.timeouts), (1, 0), "{a:?}");
+    assert_eq!(rereads(&p), [0], "re-READ at once");
+    // 108 lost: only 109 follows it, so the reorder window (no round trip measured: its
+    // floor) decides — one re-READ after REORDER_WINDOW_MIN_NS, long before RTO_low, no
+    // timeout, no retry spent.
+    let p = read_with_drops(|psn, n| psn == 108 && n == 1);
+    let a = p.a.counters();
+    assert_eq!(
+        (a.fast_retransmits, a.timeouts, a.retries),
+        (1, 0, 0),
+        "{a:?}"
+    );
+    assert_eq!(rereads(&p), [REORDER_WINDOW_MIN_NS]);
 }
 
 #[test]
