@@ -504,6 +504,14 @@ impl<const SQ: usize> Requester<SQ> {
         {
             return true;
         }
+        self.new_packet_allowed()
+    }
+
+    /// `true` when the next new packet (at the cursor) may go: the window and the in-flight cap
+    /// have room and, for a READ/atomic, fewer than `max_rd_atomic` are outstanding before it
+    /// (the responder keeps that many for replay, IBTA vol. 1 §9.4.5). Checked for every new
+    /// packet, also when a pending selective resend turned out stale.
+    fn new_packet_allowed(&self) -> bool {
         let Some(entry) = deque_get(&self.sq, self.cur_idx) else {
             return false;
         };
@@ -597,10 +605,9 @@ impl<const SQ: usize> Requester<SQ> {
         let (idx, k) = match resend {
             Some(at) => at,
             None => {
-                if deque_get(&self.sq, self.cur_idx).is_none()
-                    || !deque_get(&self.sq, self.cur_idx).is_some_and(|e| self.window_allows(e))
-                {
-                    // Only stale resend bits were pending.
+                if !self.new_packet_allowed() {
+                    // Only stale resend bits were pending (and `ready` did not look at the
+                    // new packet's window and READ/atomic depth).
                     return Ok(None);
                 }
                 (self.cur_idx, self.cur_pkt)
