@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdmesh_core::rc::{
     Instant, RcCounters, RcQp, Recovery, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode,
-    WcStatus, WorkCompletion,
+    WcStatus, WorkCompletion, WriteCursor,
 };
 use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
@@ -52,6 +52,10 @@ const RX_SPIN_NS: u64 = 50_000;
 const RX_BURST: usize = 64;
 /// Receive buffer: the largest GRO batch.
 const RX_BUF: usize = 65536;
+/// Batches placed after a `MSG_PEEK` before the receive predicts layouts again, after a wrong
+/// prediction (module `rx_place`): interleaved traffic of several QPs does not pay a wasted
+/// scatter and copy-back every other batch.
+const PEEKS_AFTER_MISPREDICTION: u32 = 8;
 /// No deadline (the `next_deadline` cache).
 const NO_DEADLINE: u64 = u64::MAX;
 /// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
@@ -86,6 +90,10 @@ pub struct DeviceCounters {
     /// Received RDMA WRITE packets whose payload the socket scattered straight into the
     /// memory region (module `rx_place`): the kernel's copy was the only one.
     pub rx_placed: u64,
+    /// `MSG_PEEK`s at the head of the receive queue to decide whether a batch continues a
+    /// WRITE in progress (module `rx_place`). After a placed batch the next one's layout is
+    /// predicted instead, so a stream of WRITEs needs few of them.
+    pub rx_peeks: u64,
     /// What the impairment layer did (`SoftConfig::impair`; all zero without one).
     pub impair: ImpairCounters,
 }
@@ -103,6 +111,7 @@ pub(crate) struct Counters {
     tx_icrc_corrupted: AtomicU64,
     acks_coalesced: AtomicU64,
     rx_placed: AtomicU64,
+    rx_peeks: AtomicU64,
 }
 
 impl Counters {
@@ -120,6 +129,7 @@ impl Counters {
             tx_icrc_corrupted: l(&self.tx_icrc_corrupted),
             acks_coalesced: l(&self.acks_coalesced),
             rx_placed: l(&self.rx_placed),
+            rx_peeks: l(&self.rx_peeks),
             impair: ImpairCounters::default(),
         }
     }
@@ -185,6 +195,12 @@ struct RxState {
     place_qpn: Option<u32>,
     /// Segments of a scattered receive.
     segs: Vec<rx_place::Segment>,
+    /// Segment size of the last batch placed into a region: the next batch of the same WRITE
+    /// is predicted to have it and received without a `MSG_PEEK` (`None`: look first).
+    place_seg: Option<usize>,
+    /// Placed batches still to be looked at with a `MSG_PEEK` before predicting again (set
+    /// after a wrong prediction).
+    peek_before_predict: u32,
 }
 
 /// An application thread inside a device call ([`SoftDevice::app_driven`] holds meanwhile).
@@ -437,6 +453,8 @@ impl SoftDevice {
             rx: Mutex::new(RxState {
                 place_qpn: None,
                 segs: Vec::new(),
+                place_seg: None,
+                peek_before_predict: 0,
                 buf: vec![0u8; RX_BUF],
                 ident: IdentSolver::default(),
             }),
@@ -1318,8 +1336,23 @@ impl SoftDevice {
     /// One receive with WRITE payload scattered into its region (module `rx_place`), when the
     /// datagram at the head of the queue continues the WRITE in progress on QP `qpn`'s
     /// responder.
+    ///
+    /// After a batch that was placed, the next one is predicted to have the same segment size
+    /// and is received scattered at once, without blocking and without looking at it first
+    /// (`rx_place::landed` checks afterwards what came; a wrong guess is copied back together
+    /// and takes the usual path, and the next few batches are looked at with a `MSG_PEEK`
+    /// again). Otherwise, and when nothing is queued yet but `wait` asks to block, a `MSG_PEEK`
+    /// of the head's BTH decides.
     fn rx_placed(&self, st: &mut RxState, qpn: u32, wait: bool) -> Placement {
+        if let (Some(seg), 0) = (st.place_seg, st.peek_before_predict) {
+            let bytes = (st.buf.len() / seg).min(udp_io::MAX_GSO_SEGMENTS) * seg;
+            match self.place_into_region(st, qpn, None, (bytes, seg)) {
+                Placement::Empty if wait => {}
+                p => return p,
+            }
+        }
         let mut head = [0u8; rdmesh_core::wire::bth::HEADER_LEN];
+        bump(&self.counters.rx_peeks);
         let r = match udp_io::peek(&self.socket, &mut head, wait) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
@@ -1341,6 +1374,23 @@ impl SoftDevice {
         {
             return Placement::NotApplicable;
         }
+        let layout = (r.bytes, r.segment.unwrap_or(r.bytes));
+        self.place_into_region(st, qpn, Some((bth.psn, r.src)), layout)
+    }
+
+    /// The scattered receive of [`rx_placed`](Self::rx_placed): plans `layout` = (bytes,
+    /// segment size) of the batch to come against the WRITE in progress on `qpn`, receives it
+    /// without blocking, keeps the segments that landed where planned and are the packets
+    /// their positions predict (BTH and ICRC checked), copies the others back together and
+    /// hands everything to the RC engine. `peeked`: the PSN and source the `MSG_PEEK` of the
+    /// batch showed (`None`: the layout is a prediction).
+    fn place_into_region(
+        &self,
+        st: &mut RxState,
+        qpn: u32,
+        peeked: Option<(Psn, SocketAddr)>,
+        (bytes, seg): (usize, usize),
+    ) -> Placement {
         let Some(qp) = self
             .qps
             .read()
@@ -1350,16 +1400,25 @@ impl SoftDevice {
         else {
             return Placement::NotApplicable;
         };
-        let cursor = {
+        let (cursor, remote) = {
             let core = qp.lock();
-            let from_peer = core.remote.is_some_and(|rem| is_from_peer(rem, r.src));
+            let Some(remote) = core.remote else {
+                return Placement::NotApplicable;
+            };
+            // A peeked head must come from the peer and carry the WRITE's next PSN.
+            let head_ok = |c: &WriteCursor| match peeked {
+                None => true,
+                Some((psn, src)) => is_from_peer(remote, src) && c.psn == psn,
+            };
             match core.rc.as_ref().and_then(|rc| rc.write_cursor()) {
-                Some(c) if from_peer && c.psn == bth.psn => c,
+                Some(c) if head_ok(&c) => (c, remote),
                 _ => return Placement::NotApplicable,
             }
         };
-        let seg = r.segment.unwrap_or(r.bytes);
-        let total = rx_place::plan(r.bytes, seg, cursor.remaining, &mut st.segs);
+        let total = rx_place::plan(bytes, seg, cursor.remaining, &mut st.segs);
+        if total == 0 {
+            return Placement::NotApplicable;
+        }
         let Ok((mr, mr_off)) = PdMemory(&qp.pd).resolve(
             cursor.rkey,
             cursor.va,
@@ -1368,13 +1427,9 @@ impl SoftDevice {
         ) else {
             return Placement::NotApplicable;
         };
-        if total == 0 {
-            return Placement::NotApplicable;
-        }
         let RxState {
             buf, ident, segs, ..
         } = st;
-        let ctx = headers::context(r.src, self.local);
         let mut good = 0u64;
         let mut idents = [0u16; udp_io::MAX_GSO_SEGMENTS];
         let got = {
@@ -1387,56 +1442,79 @@ impl SoftDevice {
             rx_place::scatter(buf, region, segs, &mut iov);
             let got = udp_io::recv_scattered(&self.socket, &mut iov);
             drop(iov);
-            let same = got
-                .as_ref()
-                .is_ok_and(|g| (g.bytes, g.segment, g.src) == (r.bytes, r.segment, r.src));
+            // Nothing received: the region and the buffer hold nothing of it.
+            let g = match got {
+                Ok(g) => g,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                    return Placement::Empty
+                }
+                Err(e) => {
+                    tracing::warn!(device = %self.info.name, error = %e, "receive failed");
+                    return Placement::Empty;
+                }
+            };
+            let ctx = headers::context(g.src, self.local);
+            let same_layout =
+                peeked.is_none() || (g.bytes, g.segment.unwrap_or(g.bytes)) == (bytes, seg);
+            let from_peer = is_from_peer(remote, g.src);
             for (k, s) in segs.iter().enumerate() {
-                let hole = s.off + rdmesh_core::wire::bth::HEADER_LEN;
                 if s.placed == 0 {
                     continue;
                 }
-                let end = s.off + s.len;
-                let ok = same
-                    && k < udp_io::MAX_GSO_SEGMENTS
-                    && rx_place::is_expected(&buf[s.off..hole], s, k, qpn, &cursor)
-                    && match ident.verify_parts(
-                        &ctx,
-                        &buf[s.off..hole],
-                        &[
-                            &region[s.at..s.at + s.placed],
-                            &buf[hole + s.placed..end - 4],
-                        ],
-                        [buf[end - 4], buf[end - 3], buf[end - 2], buf[end - 1]],
-                        k as u16,
-                    ) {
-                        Some(id) => {
-                            idents[k] = id;
-                            true
+                let hole = s.off + rdmesh_core::wire::bth::HEADER_LEN;
+                let landed = rx_place::landed(s, k, g.bytes, g.segment.unwrap_or(g.bytes))
+                    .filter(|_| same_layout && from_peer && k < udp_io::MAX_GSO_SEGMENTS);
+                let ok = landed.is_some_and(|l| {
+                    let end = l.off + l.len;
+                    rx_place::is_expected(&buf[l.off..hole], &l, k, qpn, &cursor)
+                        && match ident.verify_parts(
+                            &ctx,
+                            &buf[l.off..hole],
+                            &[
+                                &region[l.at..l.at + l.placed],
+                                &buf[hole + l.placed..end - 4],
+                            ],
+                            [buf[end - 4], buf[end - 3], buf[end - 2], buf[end - 1]],
+                            k as u16,
+                        ) {
+                            Some(id) => {
+                                idents[k] = id;
+                                true
+                            }
+                            None => false,
                         }
-                        None => false,
-                    };
+                });
                 if ok {
                     good |= 1 << k;
                 } else {
                     // Not what its position predicted: whole again, for the usual path.
-                    buf[hole..hole + s.placed].copy_from_slice(&region[s.at..s.at + s.placed]);
+                    let n = rx_place::arrived(s, g.bytes);
+                    buf[hole..hole + n].copy_from_slice(&region[s.at..s.at + n]);
                 }
             }
-            got
+            g
         };
-        let got = match got {
-            Ok(g) => g,
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
-                return Placement::Empty
+        if peeked.is_none() && good & 1 == 0 {
+            // A wrong prediction (another QP's batch, a retransmission, a new layout): look
+            // before placing for the next few batches.
+            st.place_seg = None;
+            st.peek_before_predict = PEEKS_AFTER_MISPREDICTION;
+        } else if good & 1 == 1 {
+            // The segment size of a batch whose first packet was not the WRITE's last (a
+            // lone LAST is shorter than the path's segments).
+            if st.segs[0].placed < cursor.remaining as usize {
+                st.place_seg = Some(got.segment.unwrap_or(got.bytes));
             }
-            Err(e) => {
-                tracing::warn!(device = %self.info.name, error = %e, "receive failed");
-                return Placement::Empty;
+            if peeked.is_some() {
+                st.peek_before_predict = st.peek_before_predict.saturating_sub(1);
             }
-        };
+        }
         let now = self.now();
         let mut unflushed = Unflushed::new(now);
         let mut n = 0;
+        let RxState {
+            buf, ident, segs, ..
+        } = st;
         for (k, (off, len)) in got.datagrams().enumerate() {
             let pkt = &buf[off..off + len];
             let qp = if k < 64 && good >> k & 1 == 1 {

@@ -9,6 +9,13 @@
 //! written if it is what it looks like. The kernel's copy is then the only one, as a TCP
 //! stream's is.
 //!
+//! Whether the head of the queue continues the WRITE is decided by a `MSG_PEEK` of its BTH
+//! only for a WRITE's first placed batch (and after a wrong guess): from then on the next
+//! batch is predicted to have the last one's segment size and is received scattered at once,
+//! one system call per batch as on the ordinary path. What really came is checked afterwards
+//! ([`landed`]): a batch of another layout, another QP or another source is copied back
+//! together ([`arrived`]) and takes the usual path.
+//!
 //! Nothing is trusted before it is checked: each segment's BTH (opcode WRITE MIDDLE/LAST, the
 //! QP, the PSN the segment's position predicts, the payload length) and its ICRC — over the
 //! header in the buffer and the payload in the region — are verified before the packet is
@@ -18,8 +25,16 @@
 //! was granted (its R_Key was checked for the whole message) and past everything accepted so
 //! far, which IBTA leaves undefined until the WRITE completes (vol. 1 §9.4.1.1: a responder
 //! may place a request's data before checking it; an errored WRITE leaves the target
-//! undefined); the retransmission writes them again. Placement is not tried while selective
-//! repeat holds packets past ePSN, whose bytes may already be in that range.
+//! undefined); the retransmission writes them again. This holds for a predicted batch as for a
+//! peeked one: what lands in the region, whatever it turns out to be, lands only in the
+//! WRITE's range past ePSN. Placement is not tried while selective repeat holds packets past
+//! ePSN, whose bytes may already be in that range.
+//!
+//! Selective repeat's own WRITEs (every packet an RDMA_WRITE_ONLY with its RETH, which the
+//! negotiated default of two rdmesh ends sends) are not placed this way: a peek shows one
+//! packet's RETH, and the packets after it in the batch may begin another message whose
+//! target lies anywhere the R_Key allows — a guess that turned out wrong would have written
+//! bytes outside any WRITE in flight, over data an earlier WRITE completed.
 
 use std::io::IoSliceMut;
 use std::sync::Arc;
@@ -96,6 +111,35 @@ pub(crate) fn scatter<'a>(
         pos = s.off + HEADER + s.placed;
     }
     iov.push(IoSliceMut::new(rest));
+}
+
+/// Segment `k` of a receive of `bytes` cut every `seg` bytes (`seg` from `UDP_GRO`, or
+/// `bytes` for a lone datagram), when it lies where the planned segment `s` was scattered: it
+/// starts at `s.off` and holds the planned header, the `s.placed` bytes that went to the
+/// region and an ICRC after them — the whole planned segment, or the receive's last segment
+/// when that is shorter (the last packet of a WRITE). The segment as it really is (its real
+/// length); `None` when the plan did not match what came.
+///
+/// With a plan made from a `MSG_PEEK` of the batch the layout is known and every segment
+/// lands; with a plan predicted from the previous batch (no peek), this is where a wrong
+/// prediction shows.
+pub(crate) fn landed(s: &Segment, k: usize, bytes: usize, seg: usize) -> Option<Segment> {
+    let seg = seg.max(1);
+    let off = k.checked_mul(seg)?;
+    if off != s.off || off >= bytes {
+        return None;
+    }
+    let len = seg.min(bytes - off);
+    let last = off + len == bytes;
+    let fits = len >= HEADER + s.placed + ICRC_LEN;
+    (len == s.len || (last && len < s.len && fits)).then_some(Segment { len, ..*s })
+}
+
+/// Bytes of segment `s`'s hole (its payload area scattered to the region) that a receive of
+/// `bytes` filled: what must be copied back into the buffer when the segment is not what its
+/// position predicted.
+pub(crate) fn arrived(s: &Segment, bytes: usize) -> usize {
+    s.placed.min(bytes.saturating_sub(s.off + HEADER))
 }
 
 /// Whether segment `k` of a scattered receive, placed under `cursor`, is the packet its
@@ -233,6 +277,171 @@ mod test {
         assert!(
             buf[12..52].iter().all(|&b| b == 0xee),
             "the hole stays untouched"
+        );
+    }
+
+    #[test]
+    fn landed_accepts_the_planned_layout_and_a_shorter_last_segment_only() {
+        let mut segs = Vec::new();
+        let seg = 4112;
+        // Predicted: as many full segments as 64 KiB holds, 20000 bytes of the WRITE left.
+        plan(15 * seg, seg, 20000, &mut segs);
+        // What came is what was predicted: every placed segment landed, as planned.
+        for (k, s) in segs.iter().enumerate().filter(|(_, s)| s.placed > 0) {
+            assert_eq!(landed(s, k, 15 * seg, seg), Some(*s));
+        }
+        // Two full segments and a LAST of 116 bytes: the third carries 100 of its 3616
+        // placed bytes, so it did not land; the first two did.
+        let bytes = 2 * seg + 116;
+        assert_eq!(landed(&segs[0], 0, bytes, seg), Some(segs[0]));
+        assert_eq!(landed(&segs[1], 1, bytes, seg), Some(segs[1]));
+        assert_eq!(landed(&segs[2], 2, bytes, seg), None);
+        // A LAST shorter than the segment size but holding all its placed bytes lands with
+        // its real length.
+        plan(15 * seg, seg, 4096 + 100, &mut segs);
+        assert_eq!(segs[1].placed, 100);
+        let l = landed(&segs[1], 1, seg + 116, seg).unwrap();
+        assert_eq!((l.off, l.len, l.placed, l.at), (seg, 116, 100, 4096));
+        // Fewer segments than predicted: the missing ones did not land.
+        assert_eq!(landed(&segs[1], 1, seg, seg), None);
+        // Another segment size (another QP's batch, a new path MTU): nothing lands but a
+        // lone segment-0 datagram of exactly the planned length.
+        assert_eq!(landed(&segs[0], 0, 3 * 1040, 1040), None);
+        assert_eq!(landed(&segs[1], 1, 3 * 1040, 1040), None);
+        assert_eq!(landed(&segs[0], 0, seg, seg), Some(segs[0]));
+        // An ACK (20 bytes) where a WRITE was predicted.
+        assert_eq!(landed(&segs[0], 0, 20, 20), None);
+    }
+
+    #[test]
+    fn a_wrong_prediction_is_copied_back_into_the_datagrams_that_came() {
+        // Predicted: segments of 12 + 40 + 4 bytes continuing a WRITE; what came is a batch
+        // of 30-byte datagrams (another layout entirely). The kernel fills the iovecs in
+        // order; copying back what arrived of each hole restores the batch in the buffer.
+        let seg = 12 + 40 + 4;
+        let mut segs = Vec::new();
+        let placed = plan(3 * seg, seg, 1000, &mut segs);
+        let wire: Vec<u8> = (0..100u8).map(|b| b.wrapping_mul(7)).collect();
+        let mut buf = vec![0xeeu8; 3 * seg + 8];
+        let mut region = vec![0u8; placed];
+        let mut iov = Vec::new();
+        scatter(&mut buf, &mut region, &segs, &mut iov);
+        let mut src = &wire[..];
+        for v in iov.iter_mut() {
+            let n = v.len().min(src.len());
+            v[..n].copy_from_slice(&src[..n]);
+            src = &src[n..];
+        }
+        drop(iov);
+        for (k, s) in segs.iter().enumerate() {
+            assert_eq!(landed(s, k, wire.len(), 30), None);
+            let hole = s.off + HEADER;
+            let n = arrived(s, wire.len());
+            buf[hole..hole + n].copy_from_slice(&region[s.at..s.at + n]);
+        }
+        assert_eq!(arrived(&segs[0], wire.len()), 40);
+        assert_eq!(arrived(&segs[1], wire.len()), 100 - seg - HEADER);
+        assert_eq!(arrived(&segs[2], wire.len()), 0);
+        assert_eq!(buf[..wire.len()], wire[..]);
+    }
+
+    /// Two soft devices on loopback, go-back-N, 4096-byte MTU: 1 MiB WRITEs are received
+    /// with their payload placed in the region, and after the first placed batch the next
+    /// batches' layout is predicted instead of looked at with a `MSG_PEEK` — fewer peeks
+    /// than a GRO batch's worth of packets (15) per placed packet. Without the prediction
+    /// every placed batch needs a peek. The bytes are checked.
+    #[test]
+    fn loopback_writes_are_placed_without_a_peek_per_batch() {
+        use crate::verbs::*;
+        use rdmesh_core::rc::Sge;
+        use std::net::{IpAddr, Ipv4Addr};
+        use std::time::Duration;
+        const LEN: usize = 1 << 20;
+        const MSGS: u64 = 8;
+        let open = |last: u8| {
+            Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
+        };
+        let (a, b) = (open(241), open(242));
+        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+        let setup = |d: &Device| {
+            let pd = d.alloc_pd().unwrap();
+            let mr = pd.register(LEN, access).unwrap();
+            let cq = d.create_cq(64).unwrap();
+            let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
+            qp.modify(&QpAttr {
+                qp_state: Some(QpState::Init),
+                pkey_index: Some(0),
+                port_num: Some(1),
+                qp_access_flags: Some(access),
+                ..Default::default()
+            })
+            .unwrap();
+            (pd, mr, cq, qp)
+        };
+        let (_pa, ma, ca, qa) = setup(&a);
+        let (_pb, mb, _cb, qb) = setup(&b);
+        let connect = |qp: &QueuePair, to: &Device, to_qpn: u32| {
+            qp.modify(&QpAttr {
+                qp_state: Some(QpState::Rtr),
+                ah_attr: Some(AhAttr::new(to.local_addr().ip())),
+                path_mtu: Some(Mtu::Mtu4096),
+                dest_qp_num: Some(to_qpn),
+                rq_psn: Some(7),
+                max_dest_rd_atomic: Some(1),
+                min_rnr_timer: Some(1),
+                ..Default::default()
+            })
+            .unwrap();
+            qp.modify(&QpAttr {
+                qp_state: Some(QpState::Rts),
+                sq_psn: Some(7),
+                timeout: Some(14),
+                retry_cnt: Some(7),
+                rnr_retry: Some(7),
+                max_rd_atomic: Some(1),
+                ..Default::default()
+            })
+            .unwrap();
+        };
+        connect(&qa, &b, qb.qp_num());
+        connect(&qb, &a, qa.qp_num());
+        for m in 0..MSGS {
+            let data: Vec<u8> = (0..LEN as u64)
+                .map(|i| (i.wrapping_mul(131) ^ (m * 29)) as u8)
+                .collect();
+            ma.write(0, &data).unwrap();
+            qa.post_send(&[SendWr::new(
+                m,
+                WrOpcode::RdmaWrite {
+                    remote_addr: mb.addr(),
+                    rkey: mb.rkey(),
+                },
+                vec![Sge {
+                    addr: ma.addr(),
+                    length: LEN as u32,
+                    lkey: ma.lkey(),
+                }],
+            )])
+            .unwrap();
+            let start = std::time::Instant::now();
+            let wc = loop {
+                if let Some(wc) = ca.poll_one() {
+                    break wc;
+                }
+                assert!(start.elapsed() < Duration::from_secs(60), "no completion");
+            };
+            assert_eq!((wc.wr_id, wc.status), (m, WcStatus::Success));
+            let mut got = vec![0u8; LEN];
+            mb.read(0, &mut got).unwrap();
+            assert!(got == data, "message {m} differs");
+        }
+        let c = b.counters();
+        assert_eq!(c.icrc_errors, 0);
+        assert!(c.rx_placed > 0, "nothing placed: {c:?}");
+        assert!(
+            c.rx_peeks * 15 < c.rx_placed,
+            "a peek per batch: {c:?} ({:?})",
+            qb.counters()
         );
     }
 }

@@ -134,6 +134,7 @@ pub fn device_counters_json(d: &DeviceCounters) -> Value {
         "tx_icrc_corrupted": d.tx_icrc_corrupted,
         "acks_coalesced": d.acks_coalesced,
         "rx_placed": d.rx_placed,
+        "rx_peeks": d.rx_peeks,
         "impair": {
             "dropped": d.impair.dropped,
             "duplicated": d.impair.duplicated,
