@@ -26,6 +26,11 @@ use crate::mesh::rail::QpTiming;
 use crate::mesh::select::HcaFilter;
 use crate::topo::DiscoverOptions;
 
+/// The default largest RDMA WRITE of a send from registered memory, bytes: 256 KiB. On the
+/// 2 × H100 host NCCL's busbw at 8–256 MiB was higher with it than with 64 KiB in 10 of 12
+/// cells of three interleaved repetitions (docs/benchmarks.md, 2026-11-26).
+pub const PLACED_CHUNK: usize = 256 << 10;
+
 /// How a mesh node runs (see the module docs for the environment variables).
 #[derive(Debug, Clone)]
 pub struct MeshConfig {
@@ -74,8 +79,9 @@ pub struct MeshConfig {
     /// 1.26–1.77× with copies (docs/benchmarks.md); it only acts on registered memory.
     pub placement: bool,
     /// Largest chunk of a send RDMA WRITTEN straight from registered memory, bytes
-    /// (`RDMESH_PLACED_CHUNK`, a multiple of 64 KiB up to 16 MiB; default 64 KiB, a DATA
-    /// frame's payload).
+    /// (`RDMESH_PLACED_CHUNK`, a multiple of 64 KiB up to 16 MiB; default
+    /// [`PLACED_CHUNK`]). Sends from memory that is not registered go in DATA-frame chunks
+    /// (64 KiB) whatever this is.
     pub placed_chunk: usize,
     /// With several progress threads, the largest send, bytes, whose frames the application's
     /// thread posts itself in `isend` (and, when not 0, every `irecv`'s CTS), instead of
@@ -116,7 +122,7 @@ impl Default for MeshConfig {
             stripe_min: 64 << 10,
             eager_bytes: 0,
             placement: true,
-            placed_chunk: crate::mesh::rail::DATA_CHUNK,
+            placed_chunk: PLACED_CHUNK,
             inline_bytes: 0,
             timing: QpTiming {
                 timeout: 16,
