@@ -29,7 +29,7 @@ fn end(addr: IpAddr, access: AccessFlags) -> End {
 }
 
 fn connect(a: &End, b: &End) {
-    connect_pair(a, b, Mtu::Mtu1024, 0xfffffe, 12, 3);
+    connect_pair(a, b, Mtu::Mtu1024, 0xfffffe, 14, 7);
 }
 
 fn local8(e: &End, off: u64) -> Vec<Sge> {

@@ -201,7 +201,7 @@ fn write_read_and_send_through_lent_regions_are_byte_exact() {
 fn out_of_bounds_and_bad_registrations_are_refused() {
     let (a, pd_a) = end(3);
     let (b, pd_b) = end(4);
-    connect_pair(&a, &b, Mtu::Mtu1024, 100, 12, 3);
+    connect_pair(&a, &b, Mtu::Mtu1024, 100, 14, 7);
     let (lent_b, log_b) = lend(&pd_b, |_| 0x5a);
     let before = log_b.accesses.load(Ordering::Relaxed);
     // A WRITE that runs one byte past the lent region's end.
@@ -248,7 +248,7 @@ fn out_of_bounds_and_bad_registrations_are_refused() {
 fn the_last_handle_ends_the_loan_and_the_rkey_dies() {
     let (a, _pd_a) = end(5);
     let (b, pd_b) = end(6);
-    connect_pair(&a, &b, Mtu::Mtu1024, 100, 12, 3);
+    connect_pair(&a, &b, Mtu::Mtu1024, 100, 14, 7);
     let (lent_b, log_b) = lend(&pd_b, |_| 0);
     let (rkey, addr) = (lent_b.rkey(), lent_b.addr());
     let other = lent_b.clone();
@@ -305,7 +305,7 @@ fn an_empty_loan() {
 fn one_lent_region_on_two_devices() {
     let (a, pd_a) = end(8);
     let (b, pd_b) = end(9);
-    connect_pair(&a, &b, Mtu::Mtu4096, 100, 12, 3);
+    connect_pair(&a, &b, Mtu::Mtu4096, 100, 14, 7);
     let log = Arc::new(Log::default());
     let shared = ProtectionDomain::register_lent_on(
         &[&pd_a, &pd_b, &pd_a],

@@ -37,7 +37,7 @@ fn end(n: u8) -> (End, ProtectionDomain) {
 fn pair(n: u8) -> (End, End, ProtectionDomain) {
     let (a, _) = end(n);
     let (b, pd_b) = end(n + 1);
-    connect_pair(&a, &b, Mtu::Mtu1024, 100, 12, 3);
+    connect_pair(&a, &b, Mtu::Mtu1024, 100, 14, 7);
     (a, b, pd_b)
 }
 

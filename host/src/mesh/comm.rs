@@ -223,12 +223,15 @@ impl ConnShared {
     ) -> Arc<ConnShared> {
         let (max_requests, stripe_min, keepalive) =
             (config.max_requests, config.stripe_min, config.keepalive);
-        let mut tagged = Tagged::new(peer_label, max_requests, stripe_min).with_eager(eager);
         // Placement needs the receiver's rails to be the sender's: a direct connection.
-        if config.placement && route.via.is_empty() {
-            tagged.set_placement(rails.rails().len());
-            tagged.set_placed_chunk(config.placed_chunk);
-        }
+        let placed_rails = if config.placement && route.via.is_empty() {
+            rails.rails().len()
+        } else {
+            0
+        };
+        let tagged = Tagged::new(peer_label, max_requests, stripe_min)
+            .with_eager(eager)
+            .with_placement(placed_rails, config.placed_chunk);
         Arc::new(ConnShared {
             core: Mutex::new(Conn {
                 rails,

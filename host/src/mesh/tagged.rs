@@ -232,17 +232,16 @@ impl Tagged {
         self
     }
 
-    /// Turns direct placement on (a direct connection of `rails` rails: CTS frames announce
-    /// placements, and the peer's are used) or off (`rails` 0: an older peer's behaviour).
-    pub fn set_placement(&mut self, rails: usize) {
+    /// The same end with direct placement: `rails` > 0 turns it on (a direct connection of
+    /// `rails` rails: CTS frames announce placements, and the peer's are used), 0 leaves it
+    /// off (an older peer's behaviour, or a relayed connection). `placed_chunk`: the largest
+    /// chunk, bytes, of a send WRITTEN straight from registered memory (no send slot limits
+    /// it; raised to at least [`DATA_CHUNK`]).
+    pub fn with_placement(mut self, rails: usize, placed_chunk: usize) -> Tagged {
         self.placement = rails > 0;
         self.rails = rails;
-    }
-
-    /// Largest chunk, bytes, of a send WRITTEN straight from registered memory (no send slot
-    /// limits it; at least [`DATA_CHUNK`]).
-    pub fn set_placed_chunk(&mut self, bytes: usize) {
-        self.placed_chunk = bytes.max(DATA_CHUNK);
+        self.placed_chunk = placed_chunk.max(DATA_CHUNK);
+        self
     }
 
     /// Bytes moved so far, by path.
@@ -378,7 +377,7 @@ impl Tagged {
 
     /// [`Tagged::irecv`] with a placement for each buffer that lies in registered memory
     /// (`places[i]` for `bufs[i]`; missing entries: none). Placements are announced only when
-    /// this end uses placement ([`Tagged::set_placement`]) and each rkey list has one rkey per
+    /// this end uses placement ([`Tagged::with_placement`]) and each rkey list has one rkey per
     /// rail.
     ///
     /// Errors: as [`Tagged::irecv`].
@@ -930,9 +929,9 @@ mod test {
     /// A receive into "registered" memory at address 0x1000 (+ 100 for the buffer), a
     /// 300 KiB send; `sender` and `receiver`: whether each end uses placement.
     fn placed_exchange(sender: bool, receiver: bool) -> (PlacementStats, PlacementStats) {
-        let (mut s, mut r) = pair();
-        s.set_placement(if sender { 2 } else { 0 });
-        r.set_placement(if receiver { 2 } else { 0 });
+        let (s, r) = pair();
+        let mut s = s.with_placement(if sender { 2 } else { 0 }, DATA_CHUNK);
+        let mut r = r.with_placement(if receiver { 2 } else { 0 }, DATA_CHUNK);
         let mem = Buffer::new(400_000);
         let place = Placement {
             va: 0x1000 + 100,
@@ -976,8 +975,8 @@ mod test {
 
     #[test]
     fn placed_data_for_an_unregistered_buffer_fails_the_connection() {
-        let (_, mut r) = pair();
-        r.set_placement(2);
+        let (_, r) = pair();
+        let mut r = r.with_placement(2, DATA_CHUNK);
         let seq = r
             .irecv(&[RecvBuf {
                 buf: Buffer::new(100),

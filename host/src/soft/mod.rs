@@ -48,6 +48,8 @@ pub mod path_mtu;
 pub(crate) mod raw_rx;
 mod rx_place;
 pub mod stats;
+#[cfg(test)]
+mod test_pair;
 mod tx_batch;
 mod tx_spans;
 pub(crate) mod udp_io;

@@ -239,49 +239,8 @@ mod test {
             r => r.unwrap(),
         };
         let b = open(232, None).unwrap();
-        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
-        let setup = |d: &Device| {
-            let pd = d.alloc_pd().unwrap();
-            let mr = pd.register(3000, access).unwrap();
-            let cq = d.create_cq(16).unwrap();
-            let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Init),
-                pkey_index: Some(0),
-                port_num: Some(1),
-                qp_access_flags: Some(access),
-                ..Default::default()
-            })
-            .unwrap();
-            (pd, mr, cq, qp)
-        };
-        let (_pa, ma, ca, qa) = setup(&a);
-        let (_pb, mb, _cb, qb) = setup(&b);
-        let connect = |qp: &QueuePair, to: &Device, to_qpn: u32| {
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Rtr),
-                ah_attr: Some(AhAttr::new(to.local_addr().ip())),
-                path_mtu: Some(Mtu::Mtu1024),
-                dest_qp_num: Some(to_qpn),
-                rq_psn: Some(7),
-                max_dest_rd_atomic: Some(1),
-                min_rnr_timer: Some(1),
-                ..Default::default()
-            })
-            .unwrap();
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Rts),
-                sq_psn: Some(7),
-                timeout: Some(8),
-                retry_cnt: Some(7),
-                rnr_retry: Some(7),
-                max_rd_atomic: Some(1),
-                ..Default::default()
-            })
-            .unwrap();
-        };
-        connect(&qa, &b, qb.qp_num());
-        connect(&qb, &a, qa.qp_num());
+        let (ea, eb) = crate::soft::test_pair::connected(&a, &b, 3000, Mtu::Mtu1024, 8);
+        let (ma, ca, qa, mb) = (&ea.mr, &ea.cq, &ea.qp, &eb.mr);
         let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
         ma.write(0, &data).unwrap();
         qa.post_send(&[SendWr::new(

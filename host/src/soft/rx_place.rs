@@ -362,49 +362,8 @@ mod test {
             Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
         };
         let (a, b) = (open(241), open(242));
-        let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
-        let setup = |d: &Device| {
-            let pd = d.alloc_pd().unwrap();
-            let mr = pd.register(LEN, access).unwrap();
-            let cq = d.create_cq(64).unwrap();
-            let qp = pd.create_qp(&cq, &cq, QpCap::default()).unwrap();
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Init),
-                pkey_index: Some(0),
-                port_num: Some(1),
-                qp_access_flags: Some(access),
-                ..Default::default()
-            })
-            .unwrap();
-            (pd, mr, cq, qp)
-        };
-        let (_pa, ma, ca, qa) = setup(&a);
-        let (_pb, mb, _cb, qb) = setup(&b);
-        let connect = |qp: &QueuePair, to: &Device, to_qpn: u32| {
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Rtr),
-                ah_attr: Some(AhAttr::new(to.local_addr().ip())),
-                path_mtu: Some(Mtu::Mtu4096),
-                dest_qp_num: Some(to_qpn),
-                rq_psn: Some(7),
-                max_dest_rd_atomic: Some(1),
-                min_rnr_timer: Some(1),
-                ..Default::default()
-            })
-            .unwrap();
-            qp.modify(&QpAttr {
-                qp_state: Some(QpState::Rts),
-                sq_psn: Some(7),
-                timeout: Some(14),
-                retry_cnt: Some(7),
-                rnr_retry: Some(7),
-                max_rd_atomic: Some(1),
-                ..Default::default()
-            })
-            .unwrap();
-        };
-        connect(&qa, &b, qb.qp_num());
-        connect(&qb, &a, qa.qp_num());
+        let (ea, eb) = crate::soft::test_pair::connected(&a, &b, LEN, Mtu::Mtu4096, 14);
+        let (ma, ca, qa, mb, qb) = (&ea.mr, &ea.cq, &ea.qp, &eb.mr, &eb.qp);
         for m in 0..MSGS {
             let data: Vec<u8> = (0..LEN as u64)
                 .map(|i| (i.wrapping_mul(131) ^ (m * 29)) as u8)
