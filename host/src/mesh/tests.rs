@@ -198,12 +198,20 @@ fn ring_of_four_relays_byte_exact() {
     let (s2, r2) = connect(&n[3], &n[1]);
     assert_eq!(s2.route().via.len(), 1);
     exchange(&s2, &r2, &[123_457], 8);
-    let relayed: u64 = n
-        .iter()
-        .flat_map(|x| x.nic_counters())
-        .map(|c| c.counters.relayed_bytes)
-        .sum();
-    assert_eq!(relayed, (5 + 70_000 + (1 << 20) + 123_457) as u64);
+    // A relay counts a DATA frame just after posting it onward, so the receiver can finish
+    // before the relay's thread gets to count the last frame: wait for the count (bounded).
+    let want = (5 + 70_000 + (1 << 20) + 123_457) as u64;
+    let relayed = || -> u64 {
+        n.iter()
+            .flat_map(|x| x.nic_counters())
+            .map(|c| c.counters.relayed_bytes)
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while relayed() < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(relayed(), want);
 }
 
 #[test]
