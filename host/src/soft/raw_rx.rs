@@ -224,7 +224,6 @@ mod test {
     #[test]
     fn loopback_write_through_raw_sockets_and_icrc_drop() {
         use crate::verbs::*;
-        use rdmesh_core::rc::Sge;
         let open = |last: u8, corrupt: Option<u64>| {
             let mut cfg = SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)));
             cfg.raw_receive = true;
@@ -240,30 +239,10 @@ mod test {
         };
         let b = open(232, None).unwrap();
         let (ea, eb) = crate::soft::test_pair::connected(&a, &b, 3000, Mtu::Mtu1024, 8);
-        let (ma, ca, qa, mb) = (&ea.mr, &ea.cq, &ea.qp, &eb.mr);
+        let (ma, qa, mb) = (&ea.mr, &ea.qp, &eb.mr);
         let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
         ma.write(0, &data).unwrap();
-        qa.post_send(&[SendWr::new(
-            1,
-            WrOpcode::RdmaWrite {
-                remote_addr: mb.addr(),
-                rkey: mb.rkey(),
-            },
-            vec![Sge {
-                addr: ma.addr(),
-                length: 3000,
-                lkey: ma.lkey(),
-            }],
-        )])
-        .unwrap();
-        let start = std::time::Instant::now();
-        let wc = loop {
-            if let Some(wc) = ca.poll_one() {
-                break wc;
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "no completion");
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let wc = ea.write_to(&eb, 3000, 1, Duration::from_secs(10));
         assert_eq!(wc.status, WcStatus::Success);
         let mut got = vec![0u8; 3000];
         mb.read(0, &mut got).unwrap();

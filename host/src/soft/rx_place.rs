@@ -250,6 +250,16 @@ mod test {
         assert_eq!(segs[2].placed, 0);
     }
 
+    /// What the kernel does with a received datagram train: fills the iovecs in order.
+    fn fill_as_the_kernel(iov: &mut [IoSliceMut<'_>], wire: &[u8]) {
+        let mut src = wire;
+        for v in iov.iter_mut() {
+            let n = v.len().min(src.len());
+            v[..n].copy_from_slice(&src[..n]);
+            src = &src[n..];
+        }
+    }
+
     #[test]
     fn scatter_puts_headers_in_the_buffer_and_payload_in_the_region() {
         let mut segs = Vec::new();
@@ -261,13 +271,7 @@ mod test {
         let mut region = vec![0u8; placed];
         let mut iov = Vec::new();
         scatter(&mut buf, &mut region, &segs, &mut iov);
-        // What the kernel does: fill the iovecs in order.
-        let mut src = &wire[..];
-        for v in iov.iter_mut() {
-            let n = v.len().min(src.len());
-            v[..n].copy_from_slice(&src[..n]);
-            src = &src[n..];
-        }
+        fill_as_the_kernel(&mut iov, &wire);
         drop(iov);
         assert_eq!(buf[..12], wire[..12]);
         assert_eq!(region[..40], wire[12..52]);
@@ -326,12 +330,7 @@ mod test {
         let mut region = vec![0u8; placed];
         let mut iov = Vec::new();
         scatter(&mut buf, &mut region, &segs, &mut iov);
-        let mut src = &wire[..];
-        for v in iov.iter_mut() {
-            let n = v.len().min(src.len());
-            v[..n].copy_from_slice(&src[..n]);
-            src = &src[n..];
-        }
+        fill_as_the_kernel(&mut iov, &wire);
         drop(iov);
         for (k, s) in segs.iter().enumerate() {
             assert_eq!(landed(s, k, wire.len(), 30), None);
@@ -353,7 +352,6 @@ mod test {
     #[test]
     fn loopback_writes_are_placed_without_a_peek_per_batch() {
         use crate::verbs::*;
-        use rdmesh_core::rc::Sge;
         use std::net::{IpAddr, Ipv4Addr};
         use std::time::Duration;
         const LEN: usize = 1 << 20;
@@ -363,32 +361,13 @@ mod test {
         };
         let (a, b) = (open(241), open(242));
         let (ea, eb) = crate::soft::test_pair::connected(&a, &b, LEN, Mtu::Mtu4096, 14);
-        let (ma, ca, qa, mb, qb) = (&ea.mr, &ea.cq, &ea.qp, &eb.mr, &eb.qp);
+        let (ma, mb, qb) = (&ea.mr, &eb.mr, &eb.qp);
         for m in 0..MSGS {
             let data: Vec<u8> = (0..LEN as u64)
                 .map(|i| (i.wrapping_mul(131) ^ (m * 29)) as u8)
                 .collect();
             ma.write(0, &data).unwrap();
-            qa.post_send(&[SendWr::new(
-                m,
-                WrOpcode::RdmaWrite {
-                    remote_addr: mb.addr(),
-                    rkey: mb.rkey(),
-                },
-                vec![Sge {
-                    addr: ma.addr(),
-                    length: LEN as u32,
-                    lkey: ma.lkey(),
-                }],
-            )])
-            .unwrap();
-            let start = std::time::Instant::now();
-            let wc = loop {
-                if let Some(wc) = ca.poll_one() {
-                    break wc;
-                }
-                assert!(start.elapsed() < Duration::from_secs(60), "no completion");
-            };
+            let wc = ea.write_to(&eb, LEN, m, Duration::from_secs(60));
             assert_eq!((wc.wr_id, wc.status), (m, WcStatus::Success));
             let mut got = vec![0u8; LEN];
             mb.read(0, &mut got).unwrap();

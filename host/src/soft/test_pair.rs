@@ -1,11 +1,13 @@
 //! Test support: one QP on each of two soft devices, connected to each other and in RTS
 //! (RC, go-back-N, one READ/atomic each way, 7 retries and RNR retries).
 
+use std::time::{Duration, Instant};
+
 use crate::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpAttr, QpCap,
-    QpState, QueuePair,
+    QpState, QueuePair, SendWr, WorkCompletion, WrOpcode,
 };
-use rdmesh_core::rc::Mtu;
+use rdmesh_core::rc::{Mtu, Sge};
 
 /// One end: its PD (kept alive for the MR and QP), a region of the asked length with local
 /// and remote write access, one CQ for sends and receives, and the QP.
@@ -14,6 +16,36 @@ pub(crate) struct End {
     pub mr: MemoryRegion,
     pub cq: CompletionQueue,
     pub qp: QueuePair,
+}
+
+impl End {
+    /// Posts an RDMA WRITE of this end's region bytes `0..len` to the start of `to`'s region
+    /// (work request `wr_id`) and returns its completion, polling this end's CQ; fails the
+    /// test when none came within `limit`.
+    pub fn write_to(&self, to: &End, len: usize, wr_id: u64, limit: Duration) -> WorkCompletion {
+        self.qp
+            .post_send(&[SendWr::new(
+                wr_id,
+                WrOpcode::RdmaWrite {
+                    remote_addr: to.mr.addr(),
+                    rkey: to.mr.rkey(),
+                },
+                vec![Sge {
+                    addr: self.mr.addr(),
+                    length: len as u32,
+                    lkey: self.mr.lkey(),
+                }],
+            )])
+            .unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(wc) = self.cq.poll_one() {
+                return wc;
+            }
+            assert!(start.elapsed() < limit, "no completion within {limit:?}");
+            std::thread::yield_now();
+        }
+    }
 }
 
 /// Connects a QP on `a` with one on `b` (first PSN 7 both ways). `mr_len`: bytes of each end's

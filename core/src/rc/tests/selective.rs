@@ -724,10 +724,9 @@ fn read_and_atomic_behind_a_hole_are_deferred_and_executed_once() {
     assert_eq!(p.count(Dir::AtoB, Opcode::RcFetchAdd), 1, "never resent");
 }
 
-/// A READ of 10 responses (PSN 100..=109, MTU 256) from B's pattern into A's zeros, with
-/// B→A packets dropped by `drop_nth(psn, nth transmission of that PSN)`; returns the pair
-/// after the link settled.
-fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
+/// A selective-repeat pair (MTU 256) with a READ of 2560 bytes (10 responses, PSN
+/// 100..=109) from B's pattern into A's zeros posted, nothing sent yet.
+fn posted_read_of_ten() -> Pair {
     let mut p = pair(Recovery::Selective, 2560);
     p.mem_b.regions.clear();
     p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
@@ -741,6 +740,26 @@ fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
         KEY_B,
     ))
     .unwrap();
+    p
+}
+
+/// The READ of [`posted_read_of_ten`] completed once, with B's bytes in A's region.
+fn read_of_ten_arrived(p: &mut Pair) {
+    assert_eq!(
+        p.send_completions(Dir::AtoB),
+        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
+    );
+    assert_eq!(
+        p.mem_a.bytes(KEY_A, BASE_A, 2560),
+        p.mem_b.bytes(KEY_B, BASE_B, 2560)
+    );
+}
+
+/// A READ of 10 responses (PSN 100..=109, MTU 256) from B's pattern into A's zeros, with
+/// B→A packets dropped by `drop_nth(psn, nth transmission of that PSN)`; returns the pair
+/// after the link settled.
+fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
+    let mut p = posted_read_of_ten();
     let mut sent = std::collections::HashMap::<u32, usize>::new();
     p.run_with(10_000, |d, h, _| {
         if d == Dir::BtoA && h.bth.opcode.is_read_response() {
@@ -753,14 +772,7 @@ fn read_with_drops(drop_nth: impl Fn(u32, usize) -> bool) -> Pair {
         }
         Fate::Deliver
     });
-    assert_eq!(
-        p.send_completions(Dir::AtoB),
-        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
-    );
-    assert_eq!(
-        p.mem_a.bytes(KEY_A, BASE_A, 2560),
-        p.mem_b.bytes(KEY_B, BASE_B, 2560)
-    );
+    read_of_ten_arrived(&mut p);
     assert!(
         p.mem_a
             .write_counts(KEY_A, BASE_A, 2560)
@@ -798,19 +810,7 @@ fn lost_re_read_answers_are_asked_for_again_without_the_retransmit_timeout() {
 /// A READ of 10 responses (PSN 100..=109) whose responses leave B in the order of
 /// `order` (indices into the 10); returns the pair after the link settled, checked.
 fn read_reordered(order: &[usize]) -> Pair {
-    let mut p = pair(Recovery::Selective, 2560);
-    p.mem_b.regions.clear();
-    p.mem_b.add(KEY_B, BASE_B, 2560, Access::ALL, pattern(5));
-    p.mem_a.regions.clear();
-    p.mem_a.add(KEY_A, BASE_A, 2560, Access::ALL, |_| 0);
-    p.a.post_send(send_wqe(
-        1,
-        SendOpcode::RdmaRead,
-        &[sge(BASE_A, 2560, KEY_A)],
-        BASE_B,
-        KEY_B,
-    ))
-    .unwrap();
+    let mut p = posted_read_of_ten();
     while p.transmit(Dir::AtoB) {}
     let req = p.a_to_b.pop_front().expect("the READ request");
     p.deliver(Dir::AtoB, &req);
@@ -819,14 +819,7 @@ fn read_reordered(order: &[usize]) -> Pair {
     let sent: Vec<Vec<u8>> = p.b_to_a.drain(..).collect();
     p.b_to_a.extend(order.iter().map(|&i| sent[i].clone()));
     p.run();
-    assert_eq!(
-        p.send_completions(Dir::AtoB),
-        [ok_wc(1, WcOpcode::RdmaRead, 2560, QPN_A)]
-    );
-    assert_eq!(
-        p.mem_a.bytes(KEY_A, BASE_A, 2560),
-        p.mem_b.bytes(KEY_B, BASE_B, 2560)
-    );
+    read_of_ten_arrived(&mut p);
     p
 }
 
