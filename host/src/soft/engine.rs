@@ -359,9 +359,9 @@ impl SoftDevice {
                     e,
                 )
             })?;
-        // Large buffers: a window of 128 packets of 4 KiB per QP must not overflow them.
-        let _ = sock.set_recv_buffer_size(16 << 20);
-        let _ = sock.set_send_buffer_size(8 << 20);
+        // Large buffers: the windows of every QP on this socket (selective repeat: up to
+        // 256 packets of 4 KiB each) must not overflow them.
+        udp_io::size_for_windows(&sock, &info.name);
         let setopt = |r: std::io::Result<()>, what: &str| {
             r.map_err(|e| Error::io(format!("soft device {}: setting {what}", info.name), e))
         };

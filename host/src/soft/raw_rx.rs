@@ -96,7 +96,7 @@ impl RawReceiver {
         socket
             .attach_filter(&accept_filter(*v4.ip(), v4.port()))
             .map_err(|e| io("attaching the raw socket's filter", e))?;
-        let _ = socket.set_recv_buffer_size(16 << 20);
+        super::udp_io::size_buffers(&socket, super::udp_io::SOCKET_RCVBUF, 0);
         socket
             .set_read_timeout(Some(timeout))
             .map_err(|e| io("setting the raw socket's read timeout", e))?;

@@ -50,6 +50,53 @@ pub(crate) fn enable_ecn(sock: &UdpSocket, ipv6: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Receive buffer a soft device asks for, bytes: the windows of every QP on its socket (a
+/// selective-repeat window is 256 packets of up to 4 KiB) with room for a scheduling stall.
+pub(crate) const SOCKET_RCVBUF: usize = 16 << 20;
+
+/// Send buffer a soft device asks for, bytes.
+pub(crate) const SOCKET_SNDBUF: usize = 8 << 20;
+
+/// Sizes a soft device's socket ([`SOCKET_RCVBUF`], [`SOCKET_SNDBUF`]) and says once per
+/// process, naming `device`, when the kernel granted less receive buffer than that (no
+/// `CAP_NET_ADMIN` and a low `net.core.rmem_max`): a burst that overflows it is dropped by the
+/// kernel and costs a retransmission.
+pub(crate) fn size_for_windows(sock: &socket2::Socket, device: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let (rcv, _) = size_buffers(sock, SOCKET_RCVBUF, SOCKET_SNDBUF);
+    if rcv < SOCKET_RCVBUF {
+        ONCE.call_once(|| {
+            tracing::warn!(
+                device,
+                granted_bytes = rcv,
+                wanted_bytes = SOCKET_RCVBUF,
+                "the kernel capped this soft device's UDP receive buffer (net.core.rmem_max, no CAP_NET_ADMIN); bursts may be dropped and resent: raise it with `sysctl -w net.core.rmem_max={}`",
+                SOCKET_RCVBUF
+            )
+        });
+    }
+}
+
+/// Sizes the kernel buffers of `sock`, in bytes: `SO_RCVBUFFORCE` / `SO_SNDBUFFORCE`, which
+/// may exceed `net.core.rmem_max` / `wmem_max` and need `CAP_NET_ADMIN`, else `SO_RCVBUF` /
+/// `SO_SNDBUF`, which the kernel caps at those sysctls (socket(7)). Returns the receive and
+/// send sizes the kernel reports afterwards (Linux doubles a request for its own bookkeeping,
+/// so a granted request reads back as at least `rcv` / `snd`). `snd` 0 leaves the send buffer
+/// as it is (a receive-only socket). Never fails: a socket whose
+/// buffers cannot grow keeps working, and the caller compares the sizes with what it needs.
+pub(crate) fn size_buffers(sock: &socket2::Socket, rcv: usize, snd: usize) -> (usize, usize) {
+    if setsockopt(sock, sockopt::RcvBufForce, &rcv).is_err() {
+        let _ = sock.set_recv_buffer_size(rcv);
+    }
+    if snd > 0 && setsockopt(sock, sockopt::SndBufForce, &snd).is_err() {
+        let _ = sock.set_send_buffer_size(snd);
+    }
+    (
+        sock.recv_buffer_size().unwrap_or(0),
+        sock.send_buffer_size().unwrap_or(0),
+    )
+}
+
 /// Turns on UDP GRO for `sock`: the kernel may hand back several equal-size datagrams of one
 /// flow in one `recvmsg`, with their size in a `UDP_GRO` control message.
 ///
@@ -309,5 +356,47 @@ mod test {
             assert_eq!(sizes, [4000, 4000, 2000], "gro={gro}");
             assert_eq!(got, data, "gro={gro}");
         }
+    }
+
+    #[test]
+    fn buffers_grow_past_the_sysctl_cap_with_cap_net_admin() {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+            .expect("a UDP socket");
+        let (rcv, snd) = size_buffers(&sock, SOCKET_RCVBUF, SOCKET_SNDBUF);
+        let cap = |f: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/core/{f}"))
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .unwrap_or(0)
+        };
+        // Linux reports twice what was granted; without the privilege the grant is capped.
+        assert!(rcv >= SOCKET_RCVBUF.min(2 * cap("rmem_max")), "rcv {rcv}");
+        assert!(snd >= SOCKET_SNDBUF.min(2 * cap("wmem_max")), "snd {snd}");
+        // CapEff bit 12 is CAP_NET_ADMIN (capabilities(7)); root in CI holds it.
+        let cap_net_admin = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let hex = s
+                    .lines()
+                    .find_map(|l| l.strip_prefix("CapEff:"))?
+                    .trim()
+                    .to_owned();
+                u64::from_str_radix(&hex, 16).ok()
+            })
+            .is_some_and(|c| c & (1 << 12) != 0);
+        if cap_net_admin {
+            // The FORCE options pass the sysctl caps.
+            assert!(rcv >= SOCKET_RCVBUF, "rcv {rcv}");
+            assert!(snd >= SOCKET_SNDBUF, "snd {snd}");
+        }
+    }
+
+    #[test]
+    fn a_zero_send_size_leaves_the_send_buffer() {
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+            .expect("a UDP socket");
+        let before = sock.send_buffer_size().expect("SO_SNDBUF");
+        let (_, snd) = size_buffers(&sock, 1 << 16, 0);
+        assert_eq!(snd, before);
     }
 }
