@@ -644,6 +644,12 @@ impl Rail {
                 .map_err(|e| host("choosing the loss recovery", e))?;
         }
         self.recovery = recovery;
+        // CTS frames go as SENDs without SE, every other frame with SE (`post_with`,
+        // `post_placed`): the ACK of a CTS — which nobody waits for — rides with this rail's
+        // next packet instead of leaving alone after 20 µs (docs/benchmarks.md, 2026-11-26
+        // 19:40 UTC: one such datagram per 8 KiB message). The peer speaks the same protocol
+        // version, so its DATA frames carry SE.
+        self.qp.set_lazy_send_acks(true);
         if self.device.provider() != "soft" {
             let mac = peer.mac.ok_or_else(|| {
                 MeshError::Host(format!(
@@ -838,7 +844,7 @@ impl Rail {
             }],
         );
         write.signaled = false;
-        let send = SendWr::new(
+        let mut send = SendWr::new(
             WR_SEND | u64::from(slot),
             WrOpcode::Send,
             vec![Sge {
@@ -847,6 +853,8 @@ impl Rail {
                 lkey: self.send_mr.lkey(),
             }],
         );
+        // A DATA frame: its sender waits for the ACK (`set_lazy_send_acks`).
+        send.solicited = true;
         if let Err(e) = self.qp.post_send(&[write, send]) {
             self.free_send.push(slot);
             self.fail(format!("posting a placed chunk failed: {e}"));
@@ -893,7 +901,7 @@ impl Rail {
             self.free_send.push(slot);
             return Err(e);
         }
-        let wr = SendWr::new(
+        let mut wr = SendWr::new(
             WR_SEND | u64::from(slot),
             WrOpcode::Send,
             vec![Sge {
@@ -902,6 +910,9 @@ impl Rail {
                 lkey: self.send_mr.lkey(),
             }],
         );
+        // Every frame but a CTS has SE: its ACK is urgent at the peer, whose QPs hold the ACKs
+        // of SENDs without SE (`set_lazy_send_acks`); nobody waits for a CTS's completion.
+        wr.solicited = kind != FrameKind::Cts;
         if let Err(e) = self.qp.post_send(&[wr]) {
             self.free_send.push(slot);
             self.fail(format!("posting a SEND failed: {e}"));

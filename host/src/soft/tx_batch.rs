@@ -158,6 +158,9 @@ pub(crate) struct AckHold {
     sent_psn: Option<u32>,
     /// The held ACK covers a SEND or WRITE with immediate.
     urgent: bool,
+    /// The held ACK covers a SEND without SE on a QP with lazy SEND ACKs: it rides with any
+    /// packet the QP sends (nobody waits for it, but it costs nothing there).
+    rides_any: bool,
 }
 
 impl AckHold {
@@ -169,12 +172,20 @@ impl AckHold {
         if !self.held {
             self.since_ns = now_ns;
             self.urgent = false;
+            self.rides_any = false;
         }
         self.urgent |= urgent;
         self.held = true;
         self.pkt[..ib.len()].copy_from_slice(ib);
         self.psn = psn;
         superseded
+    }
+
+    /// Lets the held ACK ride with whatever the QP sends next, however young (an ACK of a
+    /// SEND without SE on a QP with lazy SEND ACKs: held like a WRITE's, but never worth a
+    /// datagram of its own when a packet goes anyway).
+    pub(crate) fn ride_any(&mut self) {
+        self.rides_any = self.held;
     }
 
     /// Whether an urgent ACK is held.
@@ -188,6 +199,7 @@ impl AckHold {
     pub(crate) fn rides(&self, now_ns: u64) -> bool {
         self.held
             && (self.urgent
+                || self.rides_any
                 || now_ns.saturating_sub(self.since_ns) >= self.delay() / 2
                 || self.due(now_ns))
     }
@@ -320,5 +332,16 @@ mod test {
         assert!(u.urgent() && !u.due(URGENT_ACK_DELAY_NS - 1) && u.due(URGENT_ACK_DELAY_NS));
         assert_eq!(u.take(&mut buf), Some(16));
         assert!(!u.urgent());
+        // A lazy SEND ACK: held as a WRITE's, but it rides with anything sent.
+        let mut l = AckHold::default();
+        l.sent(4);
+        l.hold(0, &ack, 5, false);
+        assert!(!l.rides(1));
+        l.ride_any();
+        assert!(l.rides(1) && !l.urgent());
+        assert!(!l.due(ACK_DELAY_NS - 1) && l.due(ACK_DELAY_NS));
+        assert_eq!(l.take(&mut buf), Some(16));
+        l.hold(10, &ack, 6, false);
+        assert!(!l.rides(11), "taking it ends the riding rule");
     }
 }
