@@ -435,6 +435,16 @@ pub struct Rail {
     reported_transport: (u64, u64, Instant),
 }
 
+/// Whether the SEND of a frame of `kind` sets SE: every kind but CTS. The peer's QPs hold the
+/// ACKs of SENDs without SE like those of WRITEs ([`Rail::connect`],
+/// `QueuePair::set_lazy_send_acks`), so the ACK of a CTS — whose completion nobody waits for
+/// (token `NO_TOKEN`) — rides with the peer's next packet instead of costing a datagram; a
+/// DATA frame's ACK completes its send request, a CLOSE's lets the connection finish, so they
+/// stay urgent.
+fn solicited(kind: FrameKind) -> bool {
+    kind != FrameKind::Cts
+}
+
 fn random_u32() -> u32 {
     let mut b = [0u8; 4];
     crate::mesh::auth::fill_random(&mut b);
@@ -853,8 +863,7 @@ impl Rail {
                 lkey: self.send_mr.lkey(),
             }],
         );
-        // A DATA frame: its sender waits for the ACK (`set_lazy_send_acks`).
-        send.solicited = true;
+        send.solicited = solicited(FrameKind::Data);
         if let Err(e) = self.qp.post_send(&[write, send]) {
             self.free_send.push(slot);
             self.fail(format!("posting a placed chunk failed: {e}"));
@@ -910,9 +919,7 @@ impl Rail {
                 lkey: self.send_mr.lkey(),
             }],
         );
-        // Every frame but a CTS has SE: its ACK is urgent at the peer, whose QPs hold the ACKs
-        // of SENDs without SE (`set_lazy_send_acks`); nobody waits for a CTS's completion.
-        wr.solicited = kind != FrameKind::Cts;
+        wr.solicited = solicited(kind);
         if let Err(e) = self.qp.post_send(&[wr]) {
             self.free_send.push(slot);
             self.fail(format!("posting a SEND failed: {e}"));
@@ -1230,6 +1237,21 @@ mod test {
             let mut w = Writer::new();
             bad.encode(&mut w);
             assert!(RailInfo::decode(&mut Reader::new(&w.0)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_cts_frames_go_unsolicited() {
+        assert!(!solicited(FrameKind::Cts));
+        for k in [
+            FrameKind::Data,
+            FrameKind::Abort,
+            FrameKind::Close,
+            FrameKind::Fail,
+            FrameKind::RailDown,
+            FrameKind::Unknown(9),
+        ] {
+            assert!(solicited(k), "{k:?}");
         }
     }
 

@@ -19,7 +19,7 @@ use crate::soft::impair::{Fate, ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::soft::rx_place::{self, Placed, PlacedMemory};
 use crate::soft::tx_batch::{
-    coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch, ACK_DELAY_NS,
+    coalesces_acks_of, plain_ack_psn, urgent_ack_of, AckHold, Push, TxBatch, ACK_DELAY_NS,
 };
 use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
@@ -748,7 +748,7 @@ impl SoftDevice {
         // coalescing bounds; others ("urgent") only until this QP sends anything else or the
         // driving thread blocks.
         let send_ack = !coalesces_acks_of(*last_req_opcode);
-        let urgent = send_ack && (*last_req_solicited || !*lazy_send_acks);
+        let urgent = urgent_ack_of(*last_req_opcode, *last_req_solicited, *lazy_send_acks);
         let mut batch = TxBatch::new(max_segments);
         let mut data_sent = false;
         let mut ack_buf = [0u8; 32];

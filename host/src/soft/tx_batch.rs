@@ -146,6 +146,15 @@ pub(crate) fn coalesces_acks_of(opcode: u8) -> bool {
     matches!(opcode, 0x06 | 0x07 | 0x08 | 0x0a)
 }
 
+/// Whether the ACK of a request with BTH `opcode` and SE bit `solicited` is urgent (held only
+/// until the QP sends anything, at most [`URGENT_ACK_DELAY_NS`]) rather than coalesced like a
+/// WRITE's ([`ACK_DELAY_NS`], [`ACK_MAX_PSNS`]): every request [`coalesces_acks_of`] does not
+/// name, except — on a QP with lazy SEND ACKs (`QueuePair::set_lazy_send_acks`) — one without
+/// SE, whose ACK then rides with anything the QP sends ([`AckHold::ride_any`]).
+pub(crate) fn urgent_ack_of(opcode: u8, solicited: bool, lazy_send_acks: bool) -> bool {
+    !coalesces_acks_of(opcode) && (solicited || !lazy_send_acks)
+}
+
 /// The plain ACK a QP holds back, if any.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AckHold {
@@ -332,6 +341,20 @@ mod test {
         assert!(u.urgent() && !u.due(URGENT_ACK_DELAY_NS - 1) && u.due(URGENT_ACK_DELAY_NS));
         assert_eq!(u.take(&mut buf), Some(16));
         assert!(!u.urgent());
+        // SEND only (0x04) and SEND last (0x02): urgent unless the QP is lazy and SE is clear;
+        // WRITEs never.
+        for op in [0x04, 0x02] {
+            assert!(urgent_ack_of(op, false, false) && urgent_ack_of(op, true, false));
+            assert!(
+                urgent_ack_of(op, true, true),
+                "SE keeps a SEND's ACK urgent"
+            );
+            assert!(
+                !urgent_ack_of(op, false, true),
+                "a lazy QP holds an unsolicited SEND's"
+            );
+        }
+        assert!(!urgent_ack_of(0x0a, true, false) && !urgent_ack_of(0x0a, false, true));
         // A lazy SEND ACK: held as a WRITE's, but it rides with anything sent.
         let mut l = AckHold::default();
         l.sent(4);
