@@ -1,5 +1,5 @@
 //! The mesh handshake's messages, carried over TCP by [`crate::framing`] with magic `"RDMM"`,
-//! version 5, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
+//! version 6, payloads of at most 64 KiB. All integers are big-endian; counts and strings are
 //! bounded (see the `MAX_*` constants) and checked before anything is allocated.
 //!
 //! | type | direction | payload |
@@ -22,9 +22,11 @@ pub static PROTOCOL: Protocol = Protocol {
     magic: *b"RDMM",
     // 2: rails carry their port's MAC (RailInfo). 3: and their loss recovery offer
     // (RailInfo::recovery). 4: requests name their lane (Request::lane). 5: the listener says
-    // whether it takes eager sends (Accept::eager_bytes). Both ends must speak the same
+    // whether it takes eager sends (Accept::eager_bytes). 6: rails hold the ACKs of SENDs
+    // without SE (CTS frames) and every other frame's SEND has SE (Rail::connect): a version-5
+    // peer's DATA frames would wait up to 50 µs for their ACK. Both ends must speak the same
     // version (crate::framing).
-    version: 5,
+    version: 6,
     max_payload: 64 << 10,
     name: "an rdmesh mesh node",
 };

@@ -19,7 +19,7 @@ use crate::soft::impair::{Fate, ImpairCounters, Impairer};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::soft::rx_place::{self, Placed, PlacedMemory};
 use crate::soft::tx_batch::{
-    coalesces_acks_of, plain_ack_psn, AckHold, Push, TxBatch, ACK_DELAY_NS,
+    coalesces_acks_of, plain_ack_psn, urgent_ack_of, AckHold, Push, TxBatch, ACK_DELAY_NS,
 };
 use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
@@ -300,6 +300,11 @@ struct QpCore {
     ack_hold: AckHold,
     /// BTH opcode of the last request received (whether its ACK may be held).
     last_req_opcode: u8,
+    /// The SE bit of the last request received.
+    last_req_solicited: bool,
+    /// ACKs of SENDs without SE are held like ACKs of WRITEs
+    /// (`QueuePair::set_lazy_send_acks`).
+    lazy_send_acks: bool,
     /// Payload of the packets in `txbuf` that stays in its region until the send.
     spans: Vec<Span>,
 }
@@ -521,6 +526,8 @@ impl SoftDevice {
                 spans: Vec::new(),
                 ack_hold: AckHold::default(),
                 last_req_opcode: 0,
+                last_req_solicited: false,
+                lazy_send_acks: false,
             }),
         });
         qps.insert(qpn, shared.clone());
@@ -719,6 +726,8 @@ impl SoftDevice {
             txbuf,
             ack_hold,
             last_req_opcode,
+            last_req_solicited,
+            lazy_send_acks,
             spans,
             ..
         } = core;
@@ -735,9 +744,11 @@ impl SoftDevice {
         // be whole in the buffer: no capture or test fault between (the impairment layer
         // gathers its runs too: `send_gathered_impaired`).
         let gather = gso && self.capture.is_none() && self.corrupt_tx_icrc.is_none();
-        // ACKs of WRITEs wait for the coalescing bounds; others ("urgent") only until this QP
-        // sends anything else or the driving thread blocks.
-        let urgent = !coalesces_acks_of(*last_req_opcode);
+        // ACKs of WRITEs (and, on a QP with lazy SEND ACKs, of SENDs without SE) wait for the
+        // coalescing bounds; others ("urgent") only until this QP sends anything else or the
+        // driving thread blocks.
+        let send_ack = !coalesces_acks_of(*last_req_opcode);
+        let urgent = urgent_ack_of(*last_req_opcode, *last_req_solicited, *lazy_send_acks);
         let mut batch = TxBatch::new(max_segments);
         let mut data_sent = false;
         let mut ack_buf = [0u8; 32];
@@ -793,6 +804,9 @@ impl SoftDevice {
             if let Some(psn) = plain_ack_psn(&txbuf[at..at + n]) {
                 if ack_hold.hold(now.0, &txbuf[at..at + n], psn, urgent) {
                     bump(&self.counters.acks_coalesced);
+                }
+                if send_ack && !urgent {
+                    ack_hold.ride_any();
                 }
                 if urgent {
                     self.urgent_acks.store(true, Ordering::Relaxed);
@@ -1239,6 +1253,12 @@ impl SoftDevice {
                 }
             }
         }
+    }
+
+    /// Whether `qp` holds the ACKs of SENDs without SE like those of WRITEs (see
+    /// [`QueuePair::set_lazy_send_acks`](crate::verbs::QueuePair::set_lazy_send_acks)).
+    pub(crate) fn set_lazy_send_acks(&self, qp: &QpShared, lazy: bool) {
+        qp.lock().lazy_send_acks = lazy;
     }
 
     /// Chooses the loss recovery mode of `qp` (applied when it moves to RTR).
@@ -1779,6 +1799,7 @@ impl SoftDevice {
         }
         if hdr.bth.opcode.is_request() {
             core.last_req_opcode = u8::from(hdr.bth.opcode);
+            core.last_req_solicited = hdr.bth.solicited;
         }
         if defer_flush {
             return Some(qp.clone());

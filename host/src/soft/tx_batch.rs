@@ -146,6 +146,15 @@ pub(crate) fn coalesces_acks_of(opcode: u8) -> bool {
     matches!(opcode, 0x06 | 0x07 | 0x08 | 0x0a)
 }
 
+/// Whether the ACK of a request with BTH `opcode` and SE bit `solicited` is urgent (held only
+/// until the QP sends anything, at most [`URGENT_ACK_DELAY_NS`]) rather than coalesced like a
+/// WRITE's ([`ACK_DELAY_NS`], [`ACK_MAX_PSNS`]): every request [`coalesces_acks_of`] does not
+/// name, except — on a QP with lazy SEND ACKs (`QueuePair::set_lazy_send_acks`) — one without
+/// SE, whose ACK then rides with anything the QP sends ([`AckHold::ride_any`]).
+pub(crate) fn urgent_ack_of(opcode: u8, solicited: bool, lazy_send_acks: bool) -> bool {
+    !coalesces_acks_of(opcode) && (solicited || !lazy_send_acks)
+}
+
 /// The plain ACK a QP holds back, if any.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AckHold {
@@ -158,6 +167,9 @@ pub(crate) struct AckHold {
     sent_psn: Option<u32>,
     /// The held ACK covers a SEND or WRITE with immediate.
     urgent: bool,
+    /// The held ACK covers a SEND without SE on a QP with lazy SEND ACKs: it rides with any
+    /// packet the QP sends (nobody waits for it, but it costs nothing there).
+    rides_any: bool,
 }
 
 impl AckHold {
@@ -169,12 +181,20 @@ impl AckHold {
         if !self.held {
             self.since_ns = now_ns;
             self.urgent = false;
+            self.rides_any = false;
         }
         self.urgent |= urgent;
         self.held = true;
         self.pkt[..ib.len()].copy_from_slice(ib);
         self.psn = psn;
         superseded
+    }
+
+    /// Lets the held ACK ride with whatever the QP sends next, however young (an ACK of a
+    /// SEND without SE on a QP with lazy SEND ACKs: held like a WRITE's, but never worth a
+    /// datagram of its own when a packet goes anyway).
+    pub(crate) fn ride_any(&mut self) {
+        self.rides_any = self.held;
     }
 
     /// Whether an urgent ACK is held.
@@ -188,6 +208,7 @@ impl AckHold {
     pub(crate) fn rides(&self, now_ns: u64) -> bool {
         self.held
             && (self.urgent
+                || self.rides_any
                 || now_ns.saturating_sub(self.since_ns) >= self.delay() / 2
                 || self.due(now_ns))
     }
@@ -320,5 +341,30 @@ mod test {
         assert!(u.urgent() && !u.due(URGENT_ACK_DELAY_NS - 1) && u.due(URGENT_ACK_DELAY_NS));
         assert_eq!(u.take(&mut buf), Some(16));
         assert!(!u.urgent());
+        // SEND only (0x04) and SEND last (0x02): urgent unless the QP is lazy and SE is clear;
+        // WRITEs never.
+        for op in [0x04, 0x02] {
+            assert!(urgent_ack_of(op, false, false) && urgent_ack_of(op, true, false));
+            assert!(
+                urgent_ack_of(op, true, true),
+                "SE keeps a SEND's ACK urgent"
+            );
+            assert!(
+                !urgent_ack_of(op, false, true),
+                "a lazy QP holds an unsolicited SEND's"
+            );
+        }
+        assert!(!urgent_ack_of(0x0a, true, false) && !urgent_ack_of(0x0a, false, true));
+        // A lazy SEND ACK: held as a WRITE's, but it rides with anything sent.
+        let mut l = AckHold::default();
+        l.sent(4);
+        l.hold(0, &ack, 5, false);
+        assert!(!l.rides(1));
+        l.ride_any();
+        assert!(l.rides(1) && !l.urgent());
+        assert!(!l.due(ACK_DELAY_NS - 1) && l.due(ACK_DELAY_NS));
+        assert_eq!(l.take(&mut buf), Some(16));
+        l.hold(10, &ack, 6, false);
+        assert!(!l.rides(11), "taking it ends the riding rule");
     }
 }

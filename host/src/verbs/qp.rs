@@ -525,6 +525,22 @@ impl QueuePair {
         }
     }
 
+    /// Soft provider: holds this QP's ACKs of SEND requests that do not set SE
+    /// ([`SendWr::solicited`]) the way ACKs of RDMA WRITEs are held — until this QP sends a
+    /// packet they can ride with once half of the 50 µs coalescing delay passed, for at most
+    /// 50 µs, or until 64 PSNs are unacknowledged (`soft::tx_batch`) — instead of as "urgent"
+    /// ACKs, which go when this QP sends anything or after 20 µs. For protocols whose
+    /// requester sets SE on the SENDs it waits for and not on the others (the mesh: DATA
+    /// frames solicited, CTS frames not), so an ACK nobody waits for costs no datagram of its
+    /// own. Off by default; a SEND with SE is acknowledged as before either way.
+    ///
+    /// vfio provider: no effect (the hardware acknowledges).
+    pub fn set_lazy_send_acks(&self, lazy: bool) {
+        if let QpKind::Soft { shared, device } = &self.kind {
+            device.set_lazy_send_acks(shared, lazy);
+        }
+    }
+
     /// The loss recovery mode chosen with [`set_recovery`](Self::set_recovery) (go-back-N
     /// unless changed; always go-back-N on the vfio provider).
     pub fn recovery(&self) -> Recovery {
