@@ -502,7 +502,7 @@ fn sacks_reveal_holes_and_resends_not_every_ackreq() {
     let pkts: Vec<Vec<u8>> = p.a_to_b.drain(..).collect();
     assert_eq!(pkts.len(), 64);
     let mut sacked_after = Vec::new();
-    let mut deliver = |p: &mut Pair, pkt: &[u8]| -> u32 {
+    let deliver = |p: &mut Pair, pkt: &[u8]| -> u32 {
         let before = p.b.counters().sacks_sent;
         p.deliver(Dir::AtoB, pkt);
         while p.transmit(Dir::BtoA) {}
