@@ -833,6 +833,13 @@ impl<const RQ: usize> Responder<RQ> {
                             let a0 = a1.saturating_sub(h.len as u64);
                             if a0 <= from && from < a1 {
                                 covered = covered.max(a1);
+                                if covered >= end {
+                                    // Nothing from `from` on is written: `next` is moot.
+                                    // (A resend into a buffer that later held WRITEs
+                                    // rewrote — every message of a cycle buffer — stops
+                                    // at the first of them, not after all held packets.)
+                                    break;
+                                }
                             } else if a0 > from && a0 < next {
                                 next = a0;
                             }
@@ -843,13 +850,15 @@ impl<const RQ: usize> Responder<RQ> {
             }
             (covered, next)
         };
-        if later(va) == (va, end) {
+        let first = later(va);
+        if first == (va, end) {
             return mem.write(rkey, va, data, AccessKind::RemoteWrite);
         }
         mem.check(rkey, va, data.len() as u64, AccessKind::RemoteWrite)?;
         let mut from = va;
+        let mut known = Some(first);
         while from < end {
-            let (covered, next) = later(from);
+            let (covered, next) = known.take().unwrap_or_else(|| later(from));
             if covered > from {
                 from = covered;
                 continue;
