@@ -15,8 +15,10 @@
 //!   A WRITE packet never overwrites bytes that a later held WRITE_ONLY (same R_Key) placed,
 //!   so overlapping WRITEs leave memory as in order. While it holds anything it answers with
 //!   SACK blocks (a NAK "PSN sequence error" for ePSN carrying a 256-bit bitmap of what it
-//!   holds): on the first out-of-order arrival after ePSN moved, [`DUP_THRESH`] held packets
-//!   later, then every [`SACK_EVERY`], and for AckReq. A packet past the hole that it cannot
+//!   holds) when it tells the requester something: on the first out-of-order arrival after
+//!   ePSN moved, once a PSN [`DUP_THRESH`] beyond a hole is held (the hole at ePSN or a new
+//!   one above the held packets), for a packet that fills a hole below the highest held PSN
+//!   (a resend), and every [`SACK_EVERY`] PSNs held. A packet past the hole that it cannot
 //!   hold draws one NAK without SACK block per ePSN: the requester then resends at once
 //!   everything not held.
 //! - **Requester.** A PSN counts as lost once the peer holds one [`DUP_THRESH`] beyond it and
@@ -43,10 +45,14 @@ use super::mtu::Mtu;
 pub const SR_WINDOW: u32 = 256;
 
 /// Selective repeat: the responder queues a SACK after this many packets held since the last
-/// one (besides the first out-of-order arrival after ePSN moved, the [`DUP_THRESH`]-th held
-/// packet after it, and any packet with AckReq). Each SACK is a datagram through both hosts;
-/// a second loss in the window still shows within 16 + 3 arrivals.
-pub const SACK_EVERY: u32 = 16;
+/// one (counted in PSNs: a READ request holds its reservation; besides the SACKs that reveal a hole, [`DUP_THRESH`] PSNs beyond it, and those for a
+/// packet that fills a hole: `Responder::out_of_order`). They only move what the responder
+/// holds out of the requester's in-flight count, so they come at the loss-free ACK cadence:
+/// the soft provider sends one plain ACK per 64 PSNs (`host::soft::tx_batch::ACK_MAX_PSNS`,
+/// half of `MAX_UNACKED_PSNS`), and every AckReq packet asks for one (`MAX_PKTS_PER_ACK`).
+/// Each SACK is a datagram and, on a host, a wake-up of the requester's thread. (16 until
+/// 2026-11-26, with a SACK for every AckReq packet besides.)
+pub const SACK_EVERY: u32 = 32;
 
 /// Selective repeat: a PSN counts as lost once the peer holds a PSN at least this far beyond
 /// it (reordering by fewer packets causes no resend; RFC 6675's DupThresh).

@@ -32,7 +32,7 @@ use super::counters::RcCounters;
 use super::memory::{gather, MemoryAccess};
 use super::mtu::Mtu;
 use super::packet::{deque_get, deque_get_mut, emit_packet, Path};
-use super::psn_bits::PsnBits;
+use super::psn_bits::{Mask, PsnBits};
 use super::recovery::{
     Recovery, REORDER_WINDOW_MIN_NS, RTO_HIGH_MIN_NS, RTO_LOW_MIN_NS, RTO_LOW_PACKETS,
     RTO_REREAD_MIN_NS, SR_WINDOW,
@@ -224,6 +224,10 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) backoff: u32,
     /// The latest instant a response or timeout was handled at.
     pub(crate) now: Instant,
+    /// Selective repeat: which PSNs of `[comp_psn, psn_hi)` belong to READs and to atomics
+    /// (offsets from `comp_psn`), for the `comp_psn` and `psn_hi` they were computed at
+    /// (`Requester::rd_atomic_masks`).
+    pub(crate) rd_masks: Option<(Psn, Psn, Mask, Mask)>,
 }
 
 impl<const SQ: usize> Requester<SQ> {
@@ -277,6 +281,7 @@ impl<const SQ: usize> Requester<SQ> {
             rttvar_ns: 0,
             backoff: 0,
             now: Instant(0),
+            rd_masks: None,
         };
         r.configure(rts);
         r
@@ -315,6 +320,7 @@ impl<const SQ: usize> Requester<SQ> {
         self.sacked.clear();
         self.got.advance(rts.sq_psn);
         self.got.clear();
+        self.rd_masks = None;
         self.reset_retry_counters();
     }
 

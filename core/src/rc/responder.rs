@@ -198,10 +198,13 @@ pub(crate) struct Responder<const RQ: usize> {
     held_pkts: [Option<HeldPkt>; SR_WINDOW as usize],
     /// Receive WQEs consumed so far (wrapping): the receive sequence number of `rq.front()`.
     recv_consumed: u32,
-    /// Selective repeat: packets held since the last SACK was queued.
+    /// Selective repeat: PSNs held since the last SACK was queued.
     held_since_sack: u32,
-    /// Selective repeat: SACKs queued since ePSN last moved.
-    sacks_at_epsn: u32,
+    /// Selective repeat: the first PSN held beyond a hole that opened above the held packets
+    /// (the packet that opened it) and that no SACK with [`DUP_THRESH`] PSNs held from it on
+    /// has shown yet: the SACK that lets the requester count that hole as lost is due once
+    /// the highest held PSN is `DUP_THRESH - 1` beyond it.
+    gap_at: Option<Psn>,
     /// Selective repeat: since ePSN last moved, a packet within the window arrived that could
     /// not be held and a NAK without SACK block went out for it (see `out_of_order`).
     unheld_nak_sent: bool,
@@ -260,7 +263,7 @@ impl<const RQ: usize> Responder<RQ> {
             held_pkts: [None; SR_WINDOW as usize],
             recv_consumed: 0,
             held_since_sack: 0,
-            sacks_at_epsn: 0,
+            gap_at: None,
             unheld_nak_sent: false,
         }
     }
@@ -391,7 +394,6 @@ impl<const RQ: usize> Responder<RQ> {
     fn push_sack(&mut self) {
         self.held.advance(self.epsn);
         self.held_since_sack = 0;
-        self.sacks_at_epsn += 1;
         self.nak_sent = true;
         if let Some(Response::Ack { syndrome, sack, .. }) = self.out.back() {
             if syndrome.is_ack() || sack.is_some() {
@@ -493,10 +495,22 @@ impl<const RQ: usize> Responder<RQ> {
     }
 
     /// Selective repeat: a request ahead of ePSN. Kept when it can be (see [`Self::hold`]);
-    /// a second copy of a held packet is dropped. A SACK is queued on the first out-of-order
-    /// arrival after ePSN moved, after [`DUP_THRESH`] more held packets (the SACK that shows
-    /// the requester its first loss), then every [`SACK_EVERY`] held packets, and for any
-    /// AckReq packet (a message's last, a resend) — the one a short tail depends on.
+    /// a second copy of a held packet is dropped. A SACK is queued when it tells the
+    /// requester something it acts on (IRN, Mittal et al. SIGCOMM 2018 §3.2: the receiver's
+    /// NACK/SACK drives loss recovery; RFC 6675 §5's DupThresh):
+    /// - on the first out-of-order arrival after ePSN moved (the hole at ePSN);
+    /// - once the highest held PSN is [`DUP_THRESH`] − 1 beyond the packet that opened a
+    ///   hole (the hole at ePSN, or a new one above the held packets): from that SACK the
+    ///   requester counts the hole as lost and resends it;
+    /// - for a packet below the highest held PSN (a resend filling a hole, or a reordered
+    ///   packet): the requester learns at once that its resend arrived;
+    /// - every [`SACK_EVERY`] PSNs held since the last SACK, so that what the responder
+    ///   holds leaves the requester's in-flight count at about the loss-free ACK cadence.
+    ///
+    /// Not for every AckReq packet beyond the held ones (until 2026-11-26 each one drew a
+    /// SACK: a 64 KiB WRITE or SEND stream asks for an ACK at every message end, 16 packets,
+    /// so a loss episode drew a SACK per 16 packets held — 4.3–4.8 SACKs per lost packet at
+    /// 1 % loss, each a datagram and a wake-up through both hosts).
     fn out_of_order<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
@@ -514,21 +528,42 @@ impl<const RQ: usize> Responder<RQ> {
             return Ok(());
         }
         ctr.out_of_sequence_requests += 1;
+        // One past the highest PSN held (ePSN when nothing is): what arrives above it opens
+        // a hole, what arrives below it fills one.
+        let top = match self.held.highest() {
+            Some(h) => h.add(1),
+            None => {
+                self.gap_at = None;
+                self.epsn
+            }
+        };
         let mut unheld = false;
+        let mut fills = false;
+        let mut gap_due = false;
         if d < SR_WINDOW {
-            if self.hold(hdr, payload, placement, d, mem) {
+            let span = self.hold(hdr, payload, placement, d, mem);
+            if span > 0 {
                 ctr.out_of_order_placed += 1;
-                self.held_since_sack += 1;
+                // PSNs, as the requester counts what is in flight (a READ request holds
+                // its whole reservation).
+                self.held_since_sack += span;
+                // A hole opened earlier may be revealed by this packet, the one it opens
+                // (a READ reserving DUP_THRESH PSNs) too.
+                gap_due = self.gap_at.is_some_and(|g| self.gap_revealed(g));
+                if psn.before(top) {
+                    fills = true;
+                } else if psn.after(top) {
+                    self.gap_at = Some(psn);
+                    gap_due |= self.gap_revealed(psn);
+                }
             } else {
                 unheld = true;
             }
         }
-        let every = if self.sacks_at_epsn == 1 {
-            DUP_THRESH
-        } else {
-            SACK_EVERY
-        };
-        if !self.nak_sent || self.held_since_sack >= every || hdr.bth.ack_req {
+        if !self.nak_sent || gap_due || fills || self.held_since_sack >= SACK_EVERY {
+            if self.gap_at.is_some_and(|g| self.gap_revealed(g)) {
+                self.gap_at = None;
+            }
             self.push_sack();
         }
         if unheld && !self.unheld_nak_sent {
@@ -547,12 +582,24 @@ impl<const RQ: usize> Responder<RQ> {
         Ok(())
     }
 
+    /// Selective repeat: whether a SACK now shows the hole below `gap_at` (the first PSN held
+    /// after it) as lost to the requester — something held [`DUP_THRESH`] PSNs beyond the
+    /// hole's last PSN, `gap_at - 1` (the requester's rule, `Requester::detect_losses`).
+    fn gap_revealed(&self, gap_at: Psn) -> bool {
+        match self.held.highest() {
+            Some(h) if gap_at.after(self.epsn) && !h.before(gap_at) => {
+                h.distance_from(gap_at) + 1 >= DUP_THRESH
+            }
+            _ => false,
+        }
+    }
+
     /// Selective repeat: keeps the out-of-order request `hdr` (`d` PSNs ahead of ePSN):
     /// places a split RDMA_WRITE_ONLY at its RETH address or a SEND packet in the receive WQE
     /// its placement header names, or defers a READ request / atomic to be executed in order.
-    /// `false` (nothing changed) when it cannot: any other opcode, a check that fails (it is
-    /// then judged again in sequence), a receive WQE not posted yet, a READ reserving PSNs
-    /// beyond the window.
+    /// Returns the PSNs it now holds (a READ's whole reservation, else 1); 0 (nothing
+    /// changed) when it cannot: any other opcode, a check that fails (it is then judged again
+    /// in sequence), a receive WQE not posted yet, a READ reserving PSNs beyond the window.
     fn hold<M: MemoryAccess + ?Sized>(
         &mut self,
         hdr: &TransportRepr,
@@ -560,12 +607,12 @@ impl<const RQ: usize> Responder<RQ> {
         placement: Option<PlacementRepr>,
         d: u32,
         mem: &mut M,
-    ) -> bool {
+    ) -> u32 {
         let op = hdr.bth.opcode;
         let span = match op {
             Opcode::RcRdmaWriteOnly | Opcode::RcRdmaWriteOnlyWithImmediate => {
                 if !self.place_write_only(hdr, payload, mem) {
-                    return false;
+                    return 0;
                 }
                 1
             }
@@ -576,10 +623,10 @@ impl<const RQ: usize> Responder<RQ> {
             | Opcode::RcSendOnly
             | Opcode::RcSendOnlyWithImmediate => {
                 let Some(pl) = placement else {
-                    return false;
+                    return 0;
                 };
                 if !self.place_send(op, pl, payload, mem) {
-                    return false;
+                    return 0;
                 }
                 1
             }
@@ -587,14 +634,14 @@ impl<const RQ: usize> Responder<RQ> {
                 Some(reth) if reth.dma_len as u64 <= MAX_MESSAGE_LEN => {
                     let n = self.mtu.packets(reth.dma_len);
                     if d.saturating_add(n) > SR_WINDOW {
-                        return false;
+                        return 0;
                     }
                     n
                 }
-                _ => return false,
+                _ => return 0,
             },
             Opcode::RcCompareSwap | Opcode::RcFetchAdd if hdr.atomic_eth.is_some() => 1,
-            _ => return false,
+            _ => return 0,
         };
         let psn = hdr.bth.psn;
         for i in 0..span {
@@ -604,7 +651,7 @@ impl<const RQ: usize> Responder<RQ> {
             hdr: *hdr,
             len: payload.len() as u32,
         });
-        true
+        span
     }
 
     /// Selective repeat: places an out-of-order SEND packet's data in the receive WQE its
@@ -639,7 +686,6 @@ impl<const RQ: usize> Responder<RQ> {
     ) -> Exec {
         let psn = hdr.bth.psn;
         self.nak_sent = false;
-        self.sacks_at_epsn = 0;
         self.unheld_nak_sent = false;
         let op = hdr.bth.opcode;
         let in_send = matches!(self.msg, Message::Send { .. });
@@ -787,6 +833,13 @@ impl<const RQ: usize> Responder<RQ> {
                             let a0 = a1.saturating_sub(h.len as u64);
                             if a0 <= from && from < a1 {
                                 covered = covered.max(a1);
+                                if covered >= end {
+                                    // Nothing from `from` on is written: `next` is moot.
+                                    // (A resend into a buffer that later held WRITEs
+                                    // rewrote — every message of a cycle buffer — stops
+                                    // at the first of them, not after all held packets.)
+                                    break;
+                                }
                             } else if a0 > from && a0 < next {
                                 next = a0;
                             }
@@ -797,13 +850,15 @@ impl<const RQ: usize> Responder<RQ> {
             }
             (covered, next)
         };
-        if later(va) == (va, end) {
+        let first = later(va);
+        if first == (va, end) {
             return mem.write(rkey, va, data, AccessKind::RemoteWrite);
         }
         mem.check(rkey, va, data.len() as u64, AccessKind::RemoteWrite)?;
         let mut from = va;
+        let mut known = Some(first);
         while from < end {
-            let (covered, next) = later(from);
+            let (covered, next) = known.take().unwrap_or_else(|| later(from));
             if covered > from {
                 from = covered;
                 continue;
@@ -863,6 +918,7 @@ impl<const RQ: usize> Responder<RQ> {
                 self.push_sack();
             }
         } else if retired {
+            self.gap_at = None;
             self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! WRITEs, the in-flight cap, and when the mode may be chosen.
 
 use super::*;
-use crate::rc::recovery::REORDER_WINDOW_MIN_NS;
+use crate::rc::recovery::{DUP_THRESH, REORDER_WINDOW_MIN_NS, SACK_EVERY};
 use crate::wire::RethRepr;
 
 const KEY_A: u32 = 0xa4;
@@ -73,14 +73,15 @@ fn one_lost_packet_is_resent_alone() {
     );
     assert_delivered_once(&p, 2560);
     let (a, b) = (p.a.counters(), p.b.counters());
-    // 103..=109 placed out of order; SACKs on the first (103), the third held since (106,
-    // DUP_THRESH) and the last (109, AckReq); 102 resent once the SACK shows 106, no timer.
+    // 103..=109 placed out of order; SACKs on the first (103) and on 105, DUP_THRESH beyond
+    // the hole (none for 109's AckReq: `sacks_reveal_holes_and_resends_not_every_ackreq`);
+    // 102 resent once the SACK shows 105, no timer.
     assert_eq!(b.out_of_order_placed, 7);
     assert_eq!(b.out_of_sequence_requests, 7);
-    assert_eq!(b.naks_sent.psn_sequence, 3);
-    assert_eq!(b.sacks_sent, 3);
-    assert_eq!(a.naks_received.psn_sequence, 3);
-    assert_eq!(a.sacks_received, 3);
+    assert_eq!(b.naks_sent.psn_sequence, 2);
+    assert_eq!(b.sacks_sent, 2);
+    assert_eq!(a.naks_received.psn_sequence, 2);
+    assert_eq!(a.sacks_received, 2);
     assert_eq!(a.fast_retransmits, 1);
     assert_eq!(a.retransmitted_packets, 1);
     assert_eq!(a.timeouts, 0);
@@ -205,9 +206,9 @@ fn tail_losses_recover_after_timeouts() {
 #[test]
 fn sends_after_a_hole_are_placed_not_resent() {
     // Selective: SEND packets carry a placement header, so B places 101..=107 (SEND middle
-    // and last, the split WRITE, the second SEND) and SACKs on 101, 102 (AckReq), 106
-    // (AckReq) and 107 (AckReq); A resends 100 alone.
-    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 1, 4)] {
+    // and last, the split WRITE, the second SEND) and SACKs on 101 (the hole) and 103
+    // (DUP_THRESH beyond it); A resends 100 alone.
+    for (recovery, resent, naks) in [(Recovery::GoBackN, 8, 1), (Recovery::Selective, 1, 2)] {
         let mut p = pair(recovery, 4096);
         p.b.post_recv(recv_wqe(50, &[sge(BASE_B + 2048, 1024, KEY_B)]))
             .unwrap();
@@ -486,6 +487,53 @@ fn write_with_immediate_is_split_and_only_the_lost_packet_is_resent() {
 }
 
 #[test]
+fn sacks_reveal_holes_and_resends_not_every_ackreq() {
+    // 16 WRITEs of 4 packets (PSN 100..=163, AckReq on every 4th); 100 and 120 are lost, the
+    // rest arrives in order and B answers after each packet. B SACKs on 101 (the hole at
+    // ePSN), 103 (DUP_THRESH beyond 100: A may resend it), 123 (the same for 120's hole,
+    // above the held packets) and 155 (SACK_EVERY PSNs held since the last SACK) — not
+    // on each of the 14 AckReq packets held (until 2026-11-26: 17 SACKs, about one per 16
+    // packets of a 64 KiB message stream while a hole was repaired).
+    let mut p = pair(Recovery::Selective, 64 * 256);
+    for m in 0..16u64 {
+        write(&mut p, m, m * 1024, 1024);
+    }
+    while p.transmit(Dir::AtoB) {}
+    let pkts: Vec<Vec<u8>> = p.a_to_b.drain(..).collect();
+    assert_eq!(pkts.len(), 64);
+    let mut sacked_after = Vec::new();
+    let deliver = |p: &mut Pair, pkt: &[u8]| -> u32 {
+        let before = p.b.counters().sacks_sent;
+        p.deliver(Dir::AtoB, pkt);
+        while p.transmit(Dir::BtoA) {}
+        p.b_to_a.clear();
+        (p.b.counters().sacks_sent - before) as u32
+    };
+    for (i, pkt) in pkts.iter().enumerate() {
+        let psn = 100 + i as u32;
+        if psn == 100 || psn == 120 {
+            continue;
+        }
+        if deliver(&mut p, pkt) > 0 {
+            sacked_after.push(psn);
+        }
+    }
+    assert_eq!(sacked_after, [101, 103, 123, 155]);
+    assert_eq!(
+        DUP_THRESH + SACK_EVERY,
+        3 + 32,
+        "the PSNs above follow the constants"
+    );
+    // The resend of 120 fills a hole below the highest held PSN: SACKed at once (A learns
+    // its resend arrived). The resend of 100 then retires everything: one ACK.
+    assert_eq!(deliver(&mut p, &pkts[20]), 1);
+    let acks = p.b.counters().acks_sent;
+    assert_eq!(deliver(&mut p, &pkts[0]), 0);
+    assert_eq!(p.b.counters().acks_sent, acks + 1);
+    assert_eq!(p.b.counters().out_of_order_placed, 63);
+}
+
+#[test]
 fn in_flight_cap_bounds_unacknowledged_psns() {
     for recovery in [Recovery::GoBackN, Recovery::Selective] {
         let mut p = pair(recovery, 20 * 256);
@@ -508,12 +556,12 @@ fn in_flight_cap_bounds_unacknowledged_psns() {
 
 #[test]
 fn a_hole_does_not_stall_the_window() {
-    // In-flight cap 8; PSN 100 is lost, 101..=107 arrive; B's SACKs (on 101, and on 104, the
-    // DUP_THRESH-th held after it) show 101..=104 held. Selective repeat counts what the
-    // responder holds as delivered: A resends 100 and sends 4 new packets (108..=111) before
+    // In-flight cap 8; PSN 100 is lost, 101..=107 arrive; B's SACKs (on 101, and on 103,
+    // DUP_THRESH beyond the hole) show 101..=103 held. Selective repeat counts what the
+    // responder holds as delivered: A resends 100 and sends 3 new packets (108..=110) before
     // 100 is acknowledged, so the line stays busy during the repair. Go-back-N resends
     // 100..=107 and sends nothing new.
-    for (recovery, highest) in [(Recovery::GoBackN, 107), (Recovery::Selective, 111)] {
+    for (recovery, highest) in [(Recovery::GoBackN, 107), (Recovery::Selective, 110)] {
         let mut p = pair(recovery, 40 * 256);
         p.a.set_max_inflight(8);
         write(&mut p, 1, 0, 40 * 256);
