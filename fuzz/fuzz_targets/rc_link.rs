@@ -14,48 +14,15 @@ use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use rdmesh_core::cc::DcqcnConfig;
 use rdmesh_core::rc::{
-    AccessKind, Instant, MemError, MemoryAccess, Mtu, RcQp, Recovery, RecvWqe, RtrConfig,
-    RtsConfig, SendOpcode, SendWqe, Sge,
+    Instant, Mtu, RcQp, Recovery, RecvWqe, RtrConfig, RtsConfig, SendOpcode, SendWqe, Sge,
 };
 use rdmesh_core::wire::{placement, sack, Opcode, Psn, SackRepr, TransportRepr};
 
-const KEY: u32 = 7;
-const BASE: u64 = 0x1000;
-const MEM_LEN: usize = 64 * 1024;
+#[path = "common/region.rs"]
+mod region;
+use region::{Mem, BASE, KEY, MEM_LEN};
 
 type Qp = RcQp<16, 16>;
-
-/// One region per side: key 7 at 0x1000, 64 KiB, every access allowed.
-struct Mem(Vec<u8>);
-
-impl Mem {
-    fn range(&self, key: u32, va: u64, len: u64) -> Result<usize, MemError> {
-        if key != KEY {
-            return Err(MemError::InvalidKey);
-        }
-        let off = va.checked_sub(BASE).ok_or(MemError::OutOfBounds)?;
-        if off.checked_add(len).ok_or(MemError::OutOfBounds)? > MEM_LEN as u64 {
-            return Err(MemError::OutOfBounds);
-        }
-        Ok(off as usize)
-    }
-}
-
-impl MemoryAccess for Mem {
-    fn read(&mut self, key: u32, va: u64, out: &mut [u8], _: AccessKind) -> Result<(), MemError> {
-        let o = self.range(key, va, out.len() as u64)?;
-        out.copy_from_slice(&self.0[o..o + out.len()]);
-        Ok(())
-    }
-    fn write(&mut self, key: u32, va: u64, data: &[u8], _: AccessKind) -> Result<(), MemError> {
-        let o = self.range(key, va, data.len() as u64)?;
-        self.0[o..o + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-    fn check(&mut self, key: u32, va: u64, len: u64, _: AccessKind) -> Result<(), MemError> {
-        self.range(key, va, len).map(|_| ())
-    }
-}
 
 struct Side {
     qp: Qp,
@@ -149,7 +116,10 @@ fn run(data: &[u8]) -> Result<()> {
             }
             Side {
                 qp,
-                mem: Mem(vec![0x5a; MEM_LEN]),
+                mem: Mem {
+                    data: vec![0x5a; MEM_LEN],
+                    read_only: false,
+                },
                 posted_send: 0,
                 posted_recv: 0,
                 send_wcs: 0,

@@ -1,5 +1,7 @@
 //! What the RC fuzz targets share: one registered region and scatter lists into it.
-//! Included by `responder.rs` and `selective_repeat.rs` (`#[path = "common/region.rs"]`).
+//! Included by `responder.rs`, `selective_repeat.rs` and `rc_link.rs`
+//! (`#[path = "common/region.rs"]`); each target uses part of it.
+#![allow(dead_code)]
 
 use arbitrary::{Result, Unstructured};
 use rdmesh_core::rc::{AccessKind, MemError, MemoryAccess, Sge};
