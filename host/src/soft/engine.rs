@@ -178,6 +178,10 @@ pub(crate) struct SoftDevice {
     next_deadline: AtomicU64,
     /// Some QP may hold an urgent ACK (see [`SoftDevice::release_urgent_acks`]).
     urgent_acks: AtomicBool,
+    /// The thread holding `rx` is blocked in the kernel waiting for a datagram (cleared as
+    /// soon as the wait returns, before anything received is processed; see
+    /// [`SoftDevice::run_due_timers_after_receive`]).
+    rx_blocked: AtomicBool,
     /// The earliest deadline of a held ACK, ns since `epoch` (as `next_deadline`). An
     /// application thread that drives the device sends due ACKs itself; the progress thread
     /// steps in only when none did for another [`ACK_DELAY_NS`].
@@ -467,6 +471,7 @@ impl SoftDevice {
             app_waiting: AtomicU32::new(0),
             next_deadline: AtomicU64::new(NO_DEADLINE),
             urgent_acks: AtomicBool::new(false),
+            rx_blocked: AtomicBool::new(false),
             ack_deadline: AtomicU64::new(NO_DEADLINE),
             last_scan: AtomicU64::new(0),
         });
@@ -1305,6 +1310,18 @@ impl SoftDevice {
         self.rx_burst_from(st, max, false).0
     }
 
+    /// Runs `wait`, a socket call that blocks in the kernel when `block`, with `rx_blocked`
+    /// set (the caller holds `rx`).
+    fn blocking<R>(&self, block: bool, wait: impl FnOnce() -> R) -> R {
+        if !block {
+            return wait();
+        }
+        self.rx_blocked.store(true, Ordering::SeqCst);
+        let r = wait();
+        self.rx_blocked.store(false, Ordering::SeqCst);
+        r
+    }
+
     /// [`rx_burst`](Self::rx_burst), the first receive blocking (up to the socket's read timeout)
     /// when `block`. Also returns the time read after the last receive that got something
     /// (the caller's timer check reuses it instead of reading the clock again).
@@ -1325,7 +1342,7 @@ impl SoftDevice {
                     Placement::NotApplicable => {}
                 }
             }
-            let r = match udp_io::recv(&self.socket, &mut st.buf, wait) {
+            let r = match self.blocking(wait, || udp_io::recv(&self.socket, &mut st.buf, wait)) {
                 Ok(r) => r,
                 Err(e)
                     if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted =>
@@ -1373,7 +1390,7 @@ impl SoftDevice {
         }
         let mut head = [0u8; rdmesh_core::wire::bth::HEADER_LEN];
         bump(&self.counters.rx_peeks);
-        let r = match udp_io::peek(&self.socket, &mut head, wait) {
+        let r = match self.blocking(wait, || udp_io::peek(&self.socket, &mut head, wait)) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
                 return Placement::Empty
@@ -1591,7 +1608,7 @@ impl SoftDevice {
                     self.rx_burst_from(&mut st, 1, true)
                 } else {
                     // A short wait: poll(2) with a precise timeout.
-                    if wait_readable(&self.socket, w) {
+                    if self.blocking(true, || wait_readable(&self.socket, w)) {
                         self.rx_burst_from(&mut st, RX_BURST, false)
                     } else {
                         (0, None)
@@ -1647,6 +1664,36 @@ impl SoftDevice {
     /// `TIMER_SCAN_NS` old.
     fn run_due_timers(&self) {
         self.run_due_timers_at(self.now().0);
+    }
+
+    /// The progress thread's timer run: a retransmit timer expires only on what has arrived.
+    /// When a QP deadline is due, what waits in the socket is received first. When another
+    /// thread holds the receive, the timers are left to it ([`progress`](Self::progress) runs
+    /// them right after its receive) while it processes what it received or is about to wake
+    /// for a queued datagram; they run here only while it waits in the kernel with nothing
+    /// queued. Where threads outnumber CPUs, an application thread woken by an ACK can wait a
+    /// scheduler tick (4 ms) for a CPU while holding the receive; running the timers
+    /// meanwhile fired the 4-ms retransmit timeout with that ACK unread in the socket (a
+    /// loss-free 64 KiB SEND stream on the 2-core VM: 12-82 such timeouts in 4 s, each a
+    /// stall of the whole window). Left: the instant between the holder's system call taking
+    /// a datagram off the socket and it clearing `rx_blocked`.
+    fn run_due_timers_after_receive(&self) {
+        let now = self.now().0;
+        if !self.raw_receive && now >= self.next_deadline.load(Ordering::Relaxed) {
+            match self.rx.try_lock() {
+                Ok(mut st) => {
+                    self.rx_burst_from(&mut st, RX_BURST, false);
+                }
+                Err(_) => {
+                    if !self.rx_blocked.load(Ordering::SeqCst)
+                        || wait_readable(&self.socket, Duration::ZERO)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        self.run_due_timers();
     }
 
     /// [`run_due_timers`](Self::run_due_timers) with the time already read.
@@ -1993,7 +2040,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                                 if d.try_rx_burst() > 0 {
                                     until = d.now().0 + rx_spin;
                                 }
-                                d.run_due_timers();
+                                d.run_due_timers_after_receive();
                             }
                         }
                         d.release_urgent_acks();
@@ -2020,7 +2067,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
         }
         let Some(d) = dev.upgrade() else { return };
         d.release_impaired();
-        d.run_due_timers();
+        d.run_due_timers_after_receive();
         let now = d.now().0;
         if now.saturating_sub(last_publish) >= stats::PUBLISH_INTERVAL.as_nanos() as u64 {
             last_publish = now;
@@ -2043,5 +2090,109 @@ fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
         Ok(n) => n > 0,
         Err(rustix::io::Errno::INTR) => false,
         Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use crate::soft::test_pair::{connected, End};
+    use crate::verbs::device::Provider;
+    use crate::verbs::{Device, SendWr, SoftConfig, WcStatus, WrOpcode};
+    use rdmesh_core::rc::{Mtu, RcCounters, Sge};
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    fn open(last: u8) -> Device {
+        Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
+    }
+
+    fn soft(d: &Device) -> &Arc<super::SoftDevice> {
+        match &d.provider {
+            Provider::Soft(dev) => dev,
+            Provider::Vfio(_) => unreachable!("a soft device"),
+        }
+    }
+
+    /// Posts a 4 KiB WRITE from `from` to `to`, waits 60 ms (the ACK timeout of code 12,
+    /// 16.8 ms, passes three times) and returns `from`'s QP counters then.
+    fn write_and_wait(from: &End, to: &End) -> RcCounters {
+        from.qp
+            .post_send(&[SendWr::new(
+                1,
+                WrOpcode::RdmaWrite {
+                    remote_addr: to.mr.addr(),
+                    rkey: to.mr.rkey(),
+                },
+                vec![Sge {
+                    addr: from.mr.addr(),
+                    length: 4096,
+                    lkey: from.mr.lkey(),
+                }],
+            )])
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        from.qp.counters()
+    }
+
+    fn completes(end: &End) {
+        let start = Instant::now();
+        let wc = loop {
+            if let Some(wc) = end.cq.poll_one() {
+                break wc;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "no completion");
+            std::thread::yield_now();
+        };
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    }
+
+    /// A retransmit timer does not expire while the ACK it waits for sits unread in the
+    /// socket: here the requester's receive is held by a "thread blocked in the kernel" (the
+    /// test holds `rx` with `rx_blocked` set, as an application thread woken in its blocking
+    /// receive but waiting for a CPU would) from before the WRITE until three ACK timeouts
+    /// (code 12, 16.8 ms: long enough that the ACK is surely there when it is due, even on a
+    /// loaded machine) have passed. The progress thread leaves the timers to the holder
+    /// instead of timing out (before: a timeout per expiry, each resending the WRITE). Once
+    /// the receive is released the WRITE completes with no timeout counted.
+    #[test]
+    fn no_retransmit_timeout_while_the_ack_waits_in_the_socket() {
+        let (a, b) = (open(243), open(244));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
+        let dev = soft(&a);
+        let held = dev.rx.lock().unwrap();
+        dev.rx_blocked.store(true, Ordering::SeqCst);
+        let c = write_and_wait(&ea, &eb);
+        assert!(
+            super::wait_readable(&dev.socket, Duration::ZERO),
+            "the ACK should wait in the requester's socket"
+        );
+        assert_eq!(c.timeouts, 0, "{c:?}");
+        dev.rx_blocked.store(false, Ordering::SeqCst);
+        drop(held);
+        completes(&ea);
+        let c = ea.qp.counters();
+        assert_eq!((c.timeouts, c.retransmitted_packets), (0, 0), "{c:?}");
+    }
+
+    /// The other side of the rule: a receive held by a thread blocked in the kernel with
+    /// nothing queued does not keep the timers from running. The responder's receive is held
+    /// too (so no ACK comes); the requester's retransmit timer expires while its own receive
+    /// is held, and the WRITE completes once both are released.
+    #[test]
+    fn retransmit_timer_runs_while_a_blocked_receive_has_nothing_queued() {
+        let (a, b) = (open(245), open(246));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
+        let (da, db) = (soft(&a), soft(&b));
+        let held_b = db.rx.lock().unwrap();
+        let held_a = da.rx.lock().unwrap();
+        da.rx_blocked.store(true, Ordering::SeqCst);
+        let c = write_and_wait(&ea, &eb);
+        assert!(c.timeouts >= 1, "{c:?}");
+        da.rx_blocked.store(false, Ordering::SeqCst);
+        drop(held_a);
+        drop(held_b);
+        completes(&ea);
     }
 }
