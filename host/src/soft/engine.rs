@@ -139,6 +139,17 @@ fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Lowers the deadline `a` to `d`. A plain load first: in the common case (a deadline at or
+/// before `d` already stands, as a flush finds it for every packet of a ping-pong) the
+/// locked read-modify-write of `fetch_min` and its exclusive ownership of the shared cache
+/// line are skipped. A store racing the load is the timer scan's reset, which then scans this
+/// QP under its lock (held by every caller) and so sees `d`.
+fn lower_deadline(a: &AtomicU64, d: u64) {
+    if d < a.load(Ordering::Relaxed) {
+        a.fetch_min(d, Ordering::Relaxed);
+    }
+}
+
 /// A soft RoCEv2 device bound to one UDP address.
 #[derive(Debug)]
 pub(crate) struct SoftDevice {
@@ -861,10 +872,10 @@ impl SoftDevice {
             }
         }
         if let Some(d) = rc.next_deadline() {
-            self.next_deadline.fetch_min(d.0, Ordering::Relaxed);
+            lower_deadline(&self.next_deadline, d.0);
         }
         if let Some(d) = ack_hold.deadline() {
-            self.ack_deadline.fetch_min(d, Ordering::Relaxed);
+            lower_deadline(&self.ack_deadline, d);
         }
         qp.drain_completions(core);
     }
@@ -1849,7 +1860,9 @@ impl SoftDevice {
             core.last_req_solicited = hdr.bth.solicited;
         }
         if defer_flush {
-            return Some(qp.clone());
+            // The table's reference goes to the caller: no second count on the shared line.
+            drop(core);
+            return Some(qp);
         }
         self.flush_at(&qp, &mut core, false, now);
         None
