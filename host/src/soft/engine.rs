@@ -1919,9 +1919,31 @@ impl SoftDevice {
     /// the held ACKs' — in ns since `epoch`. One clock read per scan, the caller's: a deadline
     /// that falls due while the scan runs waits for the next one.
     fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
+        thread_local! {
+            // The scan's copy of the QP table, kept per thread between scans: a scan (one per
+            // held ACK's deadline in a ping-pong) allocates nothing.
+            static QPS: std::cell::RefCell<Vec<Arc<QpShared>>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let mut qps = QPS.with(|q| std::mem::take(&mut *q.borrow_mut()));
+        qps.extend(
+            self.qps
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned(),
+        );
+        let r = self.run_timers_of(&qps, now);
+        qps.clear();
+        QPS.with(|q| *q.borrow_mut() = qps);
+        r
+    }
+
+    /// [`run_timers`](Self::run_timers) over `qps`.
+    fn run_timers_of(&self, qps: &[Arc<QpShared>], now: Instant) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
         let mut next_ack: Option<u64> = None;
-        for qp in self.qp_list() {
+        for qp in qps {
             let mut core = qp.lock();
             let due = core
                 .rc
@@ -1934,7 +1956,7 @@ impl SoftDevice {
                 }
             }
             if due || core.ack_hold.due(now.0) {
-                self.flush_at(&qp, &mut core, false, now);
+                self.flush_at(qp, &mut core, false, now);
             }
             if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
                 next = Some(next.map_or(d.0, |n| n.min(d.0)));
