@@ -654,6 +654,7 @@ impl SoftDevice {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn post_send(
         &self,
         qp: &QpShared,
