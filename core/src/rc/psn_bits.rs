@@ -127,6 +127,12 @@ impl PsnBits {
     /// Moves the window start forward to `to` (PSNs before it are dropped). Moving backwards
     /// or by 2^23 or more clears the set.
     pub(crate) fn advance(&mut self, to: Psn) {
+        // An empty set (the scoreboards of a loss-free flow, advanced by every ACK) stays
+        // empty whichever way the window moves.
+        if self.bits == [0, 0] {
+            self.base = to;
+            return;
+        }
         let d = to.diff(self.base);
         if d < 0 {
             self.bits = [0, 0];

@@ -430,6 +430,7 @@ impl<const SQ: usize> Requester<SQ> {
     }
 
     /// Queues a WQE (the QP is in RTS).
+    #[inline]
     pub(crate) fn post(&mut self, wqe: SendWqe) -> Result<(), PostError> {
         let len = wqe.length();
         if len > MAX_MESSAGE_LEN {

@@ -106,6 +106,7 @@ impl Timer {
 }
 
 /// The earlier of two optional instants.
+#[inline]
 pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),

@@ -139,6 +139,17 @@ fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Lowers the deadline `a` to `d`. A plain load first: in the common case (a deadline at or
+/// before `d` already stands, as a flush finds it for every packet of a ping-pong) the
+/// locked read-modify-write of `fetch_min` and its exclusive ownership of the shared cache
+/// line are skipped. A store racing the load is the timer scan's reset, which then scans this
+/// QP under its lock (held by every caller) and so sees `d`.
+fn lower_deadline(a: &AtomicU64, d: u64) {
+    if d < a.load(Ordering::Relaxed) {
+        a.fetch_min(d, Ordering::Relaxed);
+    }
+}
+
 /// A soft RoCEv2 device bound to one UDP address.
 #[derive(Debug)]
 pub(crate) struct SoftDevice {
@@ -643,6 +654,7 @@ impl SoftDevice {
         Ok(())
     }
 
+    #[inline]
     pub(crate) fn post_send(
         &self,
         qp: &QpShared,
@@ -861,10 +873,10 @@ impl SoftDevice {
             }
         }
         if let Some(d) = rc.next_deadline() {
-            self.next_deadline.fetch_min(d.0, Ordering::Relaxed);
+            lower_deadline(&self.next_deadline, d.0);
         }
         if let Some(d) = ack_hold.deadline() {
-            self.ack_deadline.fetch_min(d, Ordering::Relaxed);
+            lower_deadline(&self.ack_deadline, d);
         }
         qp.drain_completions(core);
     }
@@ -1849,7 +1861,9 @@ impl SoftDevice {
             core.last_req_solicited = hdr.bth.solicited;
         }
         if defer_flush {
-            return Some(qp.clone());
+            // The table's reference goes to the caller: no second count on the shared line.
+            drop(core);
+            return Some(qp);
         }
         self.flush_at(&qp, &mut core, false, now);
         None
@@ -1906,9 +1920,31 @@ impl SoftDevice {
     /// the held ACKs' — in ns since `epoch`. One clock read per scan, the caller's: a deadline
     /// that falls due while the scan runs waits for the next one.
     fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
+        thread_local! {
+            // The scan's copy of the QP table, kept per thread between scans: a scan (one per
+            // held ACK's deadline in a ping-pong) allocates nothing.
+            static QPS: std::cell::RefCell<Vec<Arc<QpShared>>> =
+                const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let mut qps = QPS.with(|q| std::mem::take(&mut *q.borrow_mut()));
+        qps.extend(
+            self.qps
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned(),
+        );
+        let r = self.run_timers_of(&qps, now);
+        qps.clear();
+        QPS.with(|q| *q.borrow_mut() = qps);
+        r
+    }
+
+    /// [`run_timers`](Self::run_timers) over `qps`.
+    fn run_timers_of(&self, qps: &[Arc<QpShared>], now: Instant) -> (Option<u64>, Option<u64>) {
         let mut next: Option<u64> = None;
         let mut next_ack: Option<u64> = None;
-        for qp in self.qp_list() {
+        for qp in qps {
             let mut core = qp.lock();
             let due = core
                 .rc
@@ -1921,7 +1957,7 @@ impl SoftDevice {
                 }
             }
             if due || core.ack_hold.due(now.0) {
-                self.flush_at(&qp, &mut core, false, now);
+                self.flush_at(qp, &mut core, false, now);
             }
             if let Some(d) = core.rc.as_ref().and_then(|rc| rc.next_deadline()) {
                 next = Some(next.map_or(d.0, |n| n.min(d.0)));

@@ -27,8 +27,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use nix_cmsg::sys::socket::{
-    recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
-    SockaddrStorage,
+    recvmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage,
 };
 
 /// Most segments one GSO send may carry (`UDP_MAX_SEGMENTS`: 64 before Linux 6.2, 128 since).
@@ -223,17 +222,7 @@ pub(crate) fn send(
         sock.send_to(buf, dst)?;
         return Ok(());
     }
-    let seg = segment as u16;
-    let cmsg = [ControlMessage::UdpGsoSegments(&seg)];
-    let addr = SockaddrStorage::from(dst);
-    sendmsg(
-        sock.as_raw_fd(),
-        &[IoSlice::new(buf)],
-        &cmsg,
-        MsgFlags::empty(),
-        Some(&addr),
-    )?;
-    Ok(())
+    send_gso(sock, &[IoSlice::new(buf)], segment as u16, dst)
 }
 
 /// [`send`] with the bytes gathered from `iov` (headers from one buffer, payload from a memory
@@ -248,11 +237,57 @@ pub(crate) fn send_vectored(
     dst: SocketAddr,
 ) -> io::Result<()> {
     let total: usize = iov.iter().map(|s| s.len()).sum();
-    let seg = segment as u16;
-    let gso = [ControlMessage::UdpGsoSegments(&seg)];
-    let cmsg: &[ControlMessage] = if total > segment { &gso } else { &[] };
-    let addr = SockaddrStorage::from(dst);
-    sendmsg(sock.as_raw_fd(), iov, cmsg, MsgFlags::empty(), Some(&addr))?;
+    if total <= segment {
+        let addr = socket2::SockAddr::from(dst);
+        let msg = socket2::MsgHdr::new().with_addr(&addr).with_buffers(iov);
+        socket2::SockRef::from(sock).sendmsg(&msg, 0)?;
+        return Ok(());
+    }
+    send_gso(sock, iov, segment as u16, dst)
+}
+
+/// `CMSG_ALIGN` of the kernel's `struct cmsghdr` (`cmsg_len` is a `size_t`).
+const fn cmsg_align(n: usize) -> usize {
+    let a = std::mem::size_of::<usize>();
+    (n + a - 1) & !(a - 1)
+}
+
+/// `CMSG_LEN(0)`: the `struct cmsghdr` before the data.
+const CMSG_HDR_LEN: usize = cmsg_align(std::mem::size_of::<usize>() + 2 * 4);
+/// `CMSG_SPACE(sizeof(u16))`: the `UDP_SEGMENT` control message.
+const GSO_CMSG_SPACE: usize = CMSG_HDR_LEN + cmsg_align(2);
+/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h).
+const SOL_UDP: i32 = 17;
+const UDP_SEGMENT: i32 = 103;
+
+/// The `UDP_SEGMENT` control message for `segment`-byte datagrams, as the kernel reads it
+/// (`cmsg_len`, `cmsg_level`, `cmsg_type`, then the `u16`): built on the stack, where nix's
+/// `sendmsg` allocates (and zeroes and frees) a control buffer on every call.
+fn gso_cmsg(segment: u16) -> [u8; GSO_CMSG_SPACE] {
+    let mut c = [0u8; GSO_CMSG_SPACE];
+    let w = std::mem::size_of::<usize>();
+    c[..w].copy_from_slice(&(CMSG_HDR_LEN + 2).to_ne_bytes());
+    c[w..w + 4].copy_from_slice(&SOL_UDP.to_ne_bytes());
+    c[w + 4..w + 8].copy_from_slice(&UDP_SEGMENT.to_ne_bytes());
+    c[CMSG_HDR_LEN..CMSG_HDR_LEN + 2].copy_from_slice(&segment.to_ne_bytes());
+    c
+}
+
+/// One `sendmsg` of the bytes of `iov` to `dst`, cut by the kernel into `segment`-byte
+/// datagrams (`UDP_SEGMENT`), without a heap allocation.
+fn send_gso(
+    sock: &UdpSocket,
+    iov: &[IoSlice<'_>],
+    segment: u16,
+    dst: SocketAddr,
+) -> io::Result<()> {
+    let cmsg = gso_cmsg(segment);
+    let addr = socket2::SockAddr::from(dst);
+    let msg = socket2::MsgHdr::new()
+        .with_addr(&addr)
+        .with_buffers(iov)
+        .with_control(&cmsg);
+    socket2::SockRef::from(sock).sendmsg(&msg, 0)?;
     Ok(())
 }
 
@@ -327,6 +362,20 @@ mod test {
                 (&b"roce"[..], from, (tos & 3) as u8)
             );
         }
+    }
+
+    /// The `UDP_SEGMENT` control message built on the stack is the size libc's `CMSG_SPACE`
+    /// gives (nix's `cmsg_space!`), with `CMSG_LEN` in its header.
+    #[test]
+    fn gso_control_message_has_the_libc_layout() {
+        let space = nix_cmsg::cmsg_space!(u16).capacity();
+        assert_eq!(GSO_CMSG_SPACE, space);
+        let c = gso_cmsg(0x1234);
+        let w = std::mem::size_of::<usize>();
+        let mut len = [0u8; std::mem::size_of::<usize>()];
+        len.copy_from_slice(&c[..w]);
+        assert_eq!(usize::from_ne_bytes(len), CMSG_HDR_LEN + 2);
+        assert_eq!(&c[CMSG_HDR_LEN..CMSG_HDR_LEN + 2], &0x1234u16.to_ne_bytes());
     }
 
     /// A GSO send arrives as the same segments: in one GRO batch when the receiver asked for

@@ -613,6 +613,7 @@ impl Drop for QueuePair {
 /// The core work request of send work request `wr`, number `index` of its post on QP `qpn`.
 ///
 /// Errors: [`Error::Post`] for too many SGEs or an SGE list longer than 2^31 bytes.
+#[inline(always)]
 fn send_wqe(qpn: u32, index: usize, wr: &SendWr) -> Result<SendWqe> {
     let bad = |reason: String| Error::Post {
         qpn,
@@ -660,6 +661,7 @@ fn send_wqe(qpn: u32, index: usize, wr: &SendWr) -> Result<SendWqe> {
     })
 }
 
+#[inline(always)]
 fn to_sg_list(sges: &[Sge]) -> std::result::Result<heapless::Vec<Sge, MAX_SGE>, String> {
     let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
     if total > 1 << 31 {
