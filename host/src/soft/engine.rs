@@ -2133,12 +2133,12 @@ fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
 mod test {
     use crate::soft::test_pair::{connected, End};
     use crate::verbs::device::Provider;
-    use crate::verbs::{Device, SendWr, SoftConfig, WcStatus, WrOpcode};
-    use rdmesh_core::rc::{Mtu, RcCounters, Sge};
+    use crate::verbs::{Device, SoftConfig, WcStatus};
+    use rdmesh_core::rc::{Mtu, RcCounters};
     use std::net::{IpAddr, Ipv4Addr};
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     fn open(last: u8) -> Device {
         Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
@@ -2154,33 +2154,13 @@ mod test {
     /// Posts a 4 KiB WRITE from `from` to `to`, waits 60 ms (the ACK timeout of code 12,
     /// 16.8 ms, passes three times) and returns `from`'s QP counters then.
     fn write_and_wait(from: &End, to: &End) -> RcCounters {
-        from.qp
-            .post_send(&[SendWr::new(
-                1,
-                WrOpcode::RdmaWrite {
-                    remote_addr: to.mr.addr(),
-                    rkey: to.mr.rkey(),
-                },
-                vec![Sge {
-                    addr: from.mr.addr(),
-                    length: 4096,
-                    lkey: from.mr.lkey(),
-                }],
-            )])
-            .unwrap();
+        from.post_write_to(to, 4096, 1);
         std::thread::sleep(Duration::from_millis(60));
         from.qp.counters()
     }
 
     fn completes(end: &End) {
-        let start = Instant::now();
-        let wc = loop {
-            if let Some(wc) = end.cq.poll_one() {
-                break wc;
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "no completion");
-            std::thread::yield_now();
-        };
+        let wc = end.completion(Duration::from_secs(10));
         assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
     }
 

@@ -20,9 +20,8 @@ pub(crate) struct End {
 
 impl End {
     /// Posts an RDMA WRITE of this end's region bytes `0..len` to the start of `to`'s region
-    /// (work request `wr_id`) and returns its completion, polling this end's CQ; fails the
-    /// test when none came within `limit`.
-    pub fn write_to(&self, to: &End, len: usize, wr_id: u64, limit: Duration) -> WorkCompletion {
+    /// (work request `wr_id`).
+    pub fn post_write_to(&self, to: &End, len: usize, wr_id: u64) {
         self.qp
             .post_send(&[SendWr::new(
                 wr_id,
@@ -37,6 +36,11 @@ impl End {
                 }],
             )])
             .unwrap();
+    }
+
+    /// The next completion on this end's CQ, polling it; fails the test when none came within
+    /// `limit`.
+    pub fn completion(&self, limit: Duration) -> WorkCompletion {
         let start = Instant::now();
         loop {
             if let Some(wc) = self.cq.poll_one() {
@@ -45,6 +49,12 @@ impl End {
             assert!(start.elapsed() < limit, "no completion within {limit:?}");
             std::thread::yield_now();
         }
+    }
+
+    /// [`post_write_to`](Self::post_write_to), then its completion ([`completion`](Self::completion)).
+    pub fn write_to(&self, to: &End, len: usize, wr_id: u64, limit: Duration) -> WorkCompletion {
+        self.post_write_to(to, len, wr_id);
+        self.completion(limit)
     }
 }
 

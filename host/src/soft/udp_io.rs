@@ -256,9 +256,9 @@ const fn cmsg_align(n: usize) -> usize {
 const CMSG_HDR_LEN: usize = cmsg_align(std::mem::size_of::<usize>() + 2 * 4);
 /// `CMSG_SPACE(sizeof(u16))`: the `UDP_SEGMENT` control message.
 const GSO_CMSG_SPACE: usize = CMSG_HDR_LEN + cmsg_align(2);
-/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h).
-const SOL_UDP: i32 = 17;
-const UDP_SEGMENT: i32 = 103;
+/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h), as libc names them.
+const SOL_UDP: i32 = nix::libc::SOL_UDP;
+const UDP_SEGMENT: i32 = nix::libc::UDP_SEGMENT;
 
 /// The `UDP_SEGMENT` control message for `segment`-byte datagrams, as the kernel reads it
 /// (`cmsg_len`, `cmsg_level`, `cmsg_type`, then the `u16`): built on the stack, where nix's
