@@ -116,8 +116,16 @@ impl<V> LastQp<V> {
 mod test {
     use super::*;
 
-    fn insert(t: &QpTable<&'static str>, qpn: u32, v: &'static str) -> Arc<&'static str> {
-        t.insert_new(|| qpn, |_| true, |_| Arc::new(v))
+    /// A QP stand-in: which one it is.
+    #[derive(Debug, PartialEq)]
+    struct Qp(&'static str);
+
+    fn insert(t: &QpTable<Qp>, qpn: u32, name: &'static str) -> Arc<Qp> {
+        t.insert_new(|| qpn, |_| true, |_| Arc::new(Qp(name)))
+    }
+
+    fn name(c: &mut LastQp<Qp>, t: &QpTable<Qp>, qpn: u32) -> Option<&'static str> {
+        c.get(t, qpn).map(|q| q.0)
     }
 
     #[test]
@@ -126,19 +134,19 @@ mod test {
         let mut c = LastQp::default();
         insert(&t, 5, "first");
         insert(&t, 6, "other");
-        assert_eq!(c.get(&t, 5).map(|v| **v), Some("first"));
-        assert_eq!(c.get(&t, 5).map(|v| **v), Some("first"));
+        assert_eq!(name(&mut c, &t, 5), Some("first"));
+        assert_eq!(name(&mut c, &t, 5), Some("first"));
         // Destroyed: the cache must not keep delivering to it.
         t.remove(5);
-        assert_eq!(c.get(&t, 5).map(|v| **v), None);
+        assert_eq!(name(&mut c, &t, 5), None);
         // A cached entry, then its QPN reused by a new QP.
         insert(&t, 5, "second");
-        assert_eq!(c.get(&t, 5).map(|v| **v), Some("second"));
+        assert_eq!(name(&mut c, &t, 5), Some("second"));
         t.remove(5);
         insert(&t, 5, "third");
-        assert_eq!(c.get(&t, 5).map(|v| **v), Some("third"));
-        assert_eq!(c.get(&t, 6).map(|v| **v), Some("other"));
-        assert_eq!(c.get(&t, 7).map(|v| **v), None);
+        assert_eq!(name(&mut c, &t, 5), Some("third"));
+        assert_eq!(name(&mut c, &t, 6), Some("other"));
+        assert_eq!(name(&mut c, &t, 7), None);
     }
 
     #[test]
@@ -152,9 +160,9 @@ mod test {
                 n
             },
             |q| q > 1,
-            |q| Arc::new(if q == 3 { "three" } else { "wrong" }),
+            |q| Arc::new(Qp(if q == 3 { "three" } else { "wrong" })),
         );
-        assert_eq!(*v, "three");
-        assert_eq!(t.get(3).map(|v| *v), Some("three"));
+        assert_eq!(*v, Qp("three"));
+        assert_eq!(t.get(3).map(|v| v.0), Some("three"));
     }
 }
