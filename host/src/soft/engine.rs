@@ -184,12 +184,13 @@ pub(crate) struct SoftDevice {
     gso: AtomicBool,
     /// The receive side of the UDP socket, taken by whichever thread drives progress.
     rx: Mutex<RxState>,
-    /// When an application thread last drove progress, ns since the clock's epoch.
+    /// When an application thread last drove progress, ns on `clock` ([`LEFT_JUST_NOW`]: one
+    /// just left a device call, not yet dated).
     app_poll_ns: AtomicU64,
     /// Application threads now inside the device: blocked waiting for packets on the socket,
     /// or posting (whose flush may block in `sendmsg`).
     app_waiting: AtomicU32,
-    /// The earliest QP deadline known (timers, pacer, held ACKs), ns since the clock's epoch; never later
+    /// The earliest QP deadline known (timers, pacer, held ACKs), ns on `clock`; never later
     /// than the real one, since every flush lowers it.
     next_deadline: AtomicU64,
     /// Some QP may hold an urgent ACK (see [`SoftDevice::release_urgent_acks`]).
@@ -198,11 +199,11 @@ pub(crate) struct SoftDevice {
     /// soon as the wait returns, before anything received is processed; see
     /// [`SoftDevice::run_due_timers_after_receive`]).
     rx_blocked: AtomicBool,
-    /// The earliest deadline of a held ACK, ns since the clock's epoch (as `next_deadline`). An
+    /// The earliest deadline of a held ACK, ns on `clock` (as `next_deadline`). An
     /// application thread that drives the device sends due ACKs itself; the progress thread
     /// steps in only when none did for another [`ACK_DELAY_NS`].
     ack_deadline: AtomicU64,
-    /// When the QP timers were last scanned, ns since the clock's epoch.
+    /// When the QP timers were last scanned, ns on `clock`.
     last_scan: AtomicU64,
 }
 
@@ -1951,7 +1952,7 @@ impl SoftDevice {
 
     /// Runs the QP timers that are due at `now` (retransmit, RNR, DCQCN increase, pacer, held
     /// ACKs) and returns the earliest deadlines still ahead of any QP — the state machines' and
-    /// the held ACKs' — in ns since the clock's epoch. One clock read per scan, the caller's: a deadline
+    /// the held ACKs' — in ns on `clock`. One clock read per scan, the caller's: a deadline
     /// that falls due while the scan runs waits for the next one.
     fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
         thread_local! {
