@@ -262,6 +262,7 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// leave once the token bucket holds a full [`max_packet_len`](Self::max_packet_len)
     /// (or its whole depth, if smaller), and [`next_deadline`](Self::next_deadline) reports
     /// when that will be.
+    #[inline]
     pub fn poll_transmit<M: MemoryAccess + ?Sized>(
         &mut self,
         now: Instant,
@@ -346,6 +347,7 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
     /// of the IPv4 TOS / IPv6 Traffic Class it arrived with, e.g. from `IP_RECVTOS`): a CE
     /// mark (`0b11`) on a packet addressed to this QP is counted in `ce_marks_received` and
     /// may generate a CNP (see [`poll_cnp`](Self::poll_cnp)).
+    #[inline]
     pub fn handle_packet_ecn<M: MemoryAccess + ?Sized>(
         &mut self,
         now: Instant,

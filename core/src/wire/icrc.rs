@@ -19,9 +19,9 @@
 //!
 //! The eight 0xFF bytes stand in for the InfiniBand LRH, whose fields are all variant. The
 //! result is transmitted least significant byte first (like the Ethernet FCS): a CRC of
-//! 0x2A00FD82 goes on the wire as `82 FD 00 2A`. Everything here works without a heap: small
-//! masked copies of the headers are fed to [`crc32fast::Hasher`] followed by the unmodified
-//! rest of the packet.
+//! 0x2A00FD82 goes on the wire as `82 FD 00 2A`. Everything here works without a heap: a
+//! masked copy of the headers, with as much of the rest of the packet as fits a small stack
+//! buffer, is fed to [`crc32fast::Hasher`], followed by what did not fit, unmodified.
 //!
 //! Three ways in:
 //! - [`compute_frame`] / [`verify_frame`]: a whole Ethernet frame;
@@ -62,25 +62,29 @@ pub const fn from_wire(bytes: [u8; ICRC_LEN]) -> u32 {
     u32::from_le_bytes(bytes)
 }
 
-/// Largest masked prefix: IPv6 header + UDP header + BTH.
-const MAX_PREFIX: usize = ipv6::HEADER_LEN + udp::HEADER_LEN + bth::HEADER_LEN;
+/// Bytes of CRC input gathered on the stack: the headers (masked) and as much of the rest as
+/// fits go to the CRC in one `update`. Small packets (ACKs, short messages) are one call: a
+/// CRC call's fixed cost was most of the ICRC of a 60-byte packet when headers, extended
+/// headers and payload went in separately. At least an IPv6 header + UDP header + BTH.
+const GATHER: usize = 128;
 
-/// Copies `ip_header` (20 or 40 bytes, version already checked), `udp_header` (8 bytes) and the
-/// first bytes of `ib` (up to a BTH) into one buffer with the ICRC's variant fields set to ones,
-/// feeds it to a hasher that already holds the LRH stand-in, then the rest of `ib`. One contiguous
-/// `update` for the headers keeps the small-input overhead of the CRC to a single call.
-#[inline]
-fn crc_masked(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> u32 {
-    crc_masked_parts(ip_header, udp_header, ib, &[])
-}
-
-/// [`crc_masked`] over `ib` followed by the bytes of `rest` (the ICRC input is their
-/// concatenation); only `ib` is masked, so it must hold the whole BTH.
+/// Copies `ip_header` (20 or 40 bytes, version already checked) and `udp_header` (8 bytes) into
+/// a gathering buffer and computes [`crc_gathered`] over them, `ib` and the bytes of `rest`.
 #[inline]
 fn crc_masked_parts(ip_header: &[u8], udp_header: &[u8], ib: &[u8], rest: &[&[u8]]) -> u32 {
-    let mut m = [0u8; MAX_PREFIX];
+    let mut m = [0u8; GATHER];
     let ipl = ip_header.len();
     m[..ipl].copy_from_slice(ip_header);
+    m[ipl..ipl + udp::HEADER_LEN].copy_from_slice(&udp_header[..udp::HEADER_LEN]);
+    crc_gathered(&mut m, ipl, ib, rest)
+}
+
+/// The ICRC over the IP header (`ipl` = 20 or 40 bytes) and UDP header that `m` starts with,
+/// `ib` (at least a BTH) and the bytes of `rest`. Sets the variant fields of the headers to ones
+/// in `m` (only `ib`'s BTH is masked), appends `ib` and the parts of `rest` while they fit,
+/// and feeds a hasher that already holds the LRH stand-in with `m`, then whatever did not fit.
+#[inline]
+fn crc_gathered(m: &mut [u8; GATHER], ipl: usize, ib: &[u8], rest: &[&[u8]]) -> u32 {
     if ipl == ipv4::HEADER_LEN {
         for i in ipv4::ICRC_MASKED_BYTES {
             m[i] = 0xff;
@@ -93,19 +97,35 @@ fn crc_masked_parts(ip_header: &[u8], udp_header: &[u8], ib: &[u8], rest: &[&[u8
         m[ipv6::ICRC_HOP_LIMIT_BYTE] = 0xff;
     }
     let u = ipl;
-    m[u..u + udp::HEADER_LEN].copy_from_slice(&udp_header[..udp::HEADER_LEN]);
     m[u + udp::CHECKSUM_OFFSET] = 0xff;
     m[u + udp::CHECKSUM_OFFSET + 1] = 0xff;
     let b = u + udp::HEADER_LEN;
-    let n = ib.len().min(bth::HEADER_LEN);
+    let n = ib.len().min(GATHER - b);
     m[b..b + n].copy_from_slice(&ib[..n]);
     if n > bth::ICRC_MASKED_BYTE {
         m[b + bth::ICRC_MASKED_BYTE] = 0xff;
     }
+    let mut len = b + n;
     let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
-    h.update(&m[..b + n]);
-    h.update(&ib[n..]);
-    for part in rest {
+    let mut parts = rest.iter();
+    if n == ib.len() {
+        // Gather the parts that fit; the first that does not goes after `m`, with the rest.
+        for part in parts.by_ref() {
+            if part.len() > GATHER - len {
+                h.update(&m[..len]);
+                h.update(part);
+                len = 0;
+                break;
+            }
+            m[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        h.update(&m[..len]);
+    } else {
+        h.update(&m[..len]);
+        h.update(&ib[n..]);
+    }
+    for part in parts {
         h.update(part);
     }
     h.finalize()
@@ -132,7 +152,7 @@ pub fn compute(ip_header: &[u8], udp_header: &[u8], ib: &[u8]) -> Result<u32> {
         (Some(4), ipv4::HEADER_LEN) | (Some(6), ipv6::HEADER_LEN) => {}
         _ => return Err(Error::BadVersion),
     }
-    Ok(crc_masked(ip_header, udp_header, ib))
+    Ok(crc_masked_parts(ip_header, udp_header, ib, &[]))
 }
 
 /// Checks the ICRC of a UDP payload (`BTH .. pad ‖ ICRC`) against the raw IP/UDP headers.
@@ -340,20 +360,22 @@ impl IcrcContext {
         if udp_len > self.ip.max_payload_len() {
             return Err(Error::BadLength);
         }
-        let mut ip = [0u8; ipv6::HEADER_LEN];
-        let ipl = self.emit_ip(udp_len, &mut ip);
-        let mut u = [0u8; udp::HEADER_LEN];
+        // The headers are written straight into the gathering buffer.
+        let mut m = [0u8; GATHER];
+        let ipl = self.emit_ip(udp_len, &mut m);
         UdpRepr {
             payload_len: (udp_len - udp::HEADER_LEN) as u16,
             ..self.udp
         }
-        .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
-        Ok(crc_masked_parts(&ip[..ipl], &u, head, rest))
+        .emit(&mut udp::Packet::new_unchecked(
+            &mut m[ipl..ipl + udp::HEADER_LEN],
+        ));
+        Ok(crc_gathered(&mut m, ipl, head, rest))
     }
 
-    /// Writes the IP header of a datagram with `udp_len` bytes of UDP into `ip`; returns its
-    /// length (20 or 40 bytes).
-    fn emit_ip(&self, udp_len: usize, ip: &mut [u8; ipv6::HEADER_LEN]) -> usize {
+    /// Writes the IP header of a datagram with `udp_len` bytes of UDP at the start of `ip`;
+    /// returns its length (20 or 40 bytes).
+    fn emit_ip(&self, udp_len: usize, ip: &mut [u8; GATHER]) -> usize {
         match self.ip {
             IpRepr::V4(r) => {
                 let r = Ipv4Repr {
@@ -443,6 +465,48 @@ mod test {
             ctx.compute_parts(&other[..28], &[&other[28..]]).unwrap(),
             whole
         );
+    }
+
+    #[test]
+    fn gathered_parts_at_every_boundary_match_a_plain_crc() {
+        // Packets below, at and above what the gathering buffer holds, split every way
+        // around its end, against the CRC of the masked input written out in full.
+        let ctx = IcrcContext::for_udp_socket_v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            49152,
+            4791,
+        );
+        for len in (12..GATHER + 40).step_by(3) {
+            let ib: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+            let udp_len = (udp::HEADER_LEN + len + ICRC_LEN) as u16;
+            let mut input = vec![0xffu8; 8];
+            input.extend_from_slice(&[0x45, 0xff]);
+            input.extend_from_slice(&(udp_len + 20).to_be_bytes());
+            input.extend_from_slice(&[
+                0, 0, 0x40, 0, 0xff, 17, 0xff, 0xff, 10, 0, 0, 1, 10, 0, 0, 2,
+            ]);
+            input.extend_from_slice(&49152u16.to_be_bytes());
+            input.extend_from_slice(&4791u16.to_be_bytes());
+            input.extend_from_slice(&udp_len.to_be_bytes());
+            input.extend_from_slice(&[0xff, 0xff]);
+            input.extend_from_slice(&ib);
+            input[8 + 28 + bth::ICRC_MASKED_BYTE] = 0xff;
+            let plain = crc32fast::hash(&input);
+            assert_eq!(ctx.compute(&ib).unwrap(), plain, "len {len}");
+            for head in [12, 16, 28, len].into_iter().filter(|&h| h <= len) {
+                for cut in (head..=len).step_by(7) {
+                    let (h, rest) = ib.split_at(head);
+                    let (a, b) = rest.split_at(cut - head);
+                    let (b, c) = b.split_at(b.len() / 2);
+                    assert_eq!(
+                        ctx.compute_parts(h, &[a, b, c]).unwrap(),
+                        plain,
+                        "len {len} head {head} cut {cut}"
+                    );
+                }
+            }
+        }
     }
 
     fn hex(s: &str) -> Vec<u8> {

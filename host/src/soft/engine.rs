@@ -3,7 +3,7 @@
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use rdmesh_core::rc::{
@@ -14,8 +14,10 @@ use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
 use crate::capture::Capture;
 use crate::error::{Error, Result};
+use crate::soft::clock::Clock;
 use crate::soft::ident::{with_ident, IdentSolver};
 use crate::soft::impair::{Fate, ImpairCounters, Impairer};
+use crate::soft::qp_table::{LastQp, QpTable};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
 use crate::soft::rx_place::{self, Placed, PlacedMemory};
 use crate::soft::tx_batch::{
@@ -24,7 +26,6 @@ use crate::soft::tx_batch::{
 use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
-use crate::verbs::key_map::KeyMap;
 use crate::verbs::pd::{PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
 use crate::verbs::{AccessFlags, DeviceInfo, QpAttr, QpCap, QpState, SoftConfig};
@@ -58,6 +59,9 @@ const RX_BUF: usize = 65536;
 const PEEKS_AFTER_MISPREDICTION: u32 = 8;
 /// No deadline (the `next_deadline` cache).
 const NO_DEADLINE: u64 = u64::MAX;
+/// `app_poll_ns` of an application thread that just left a device call, not yet dated (see
+/// [`AppInDevice`]).
+const LEFT_JUST_NOW: u64 = u64::MAX;
 /// ECN codepoint ECT(0) in the low two bits of the TOS / Traffic Class (RFC 3168 §5).
 const ECT0: u8 = 0b10;
 
@@ -156,12 +160,13 @@ pub(crate) struct SoftDevice {
     pub(crate) info: DeviceInfo,
     pub(crate) local: SocketAddr,
     socket: UdpSocket,
-    qps: RwLock<KeyMap<Arc<QpShared>>>,
+    qps: QpTable<QpShared>,
     capture: Option<Arc<Capture>>,
     capture_received: bool,
     pub(crate) counters: Counters,
     next_qpn: AtomicU32,
-    epoch: std::time::Instant,
+    /// The device's clock (module `clock`); every time below is ns since its epoch.
+    clock: Clock,
     tos: u8,
     /// Receive through the raw socket (see [`crate::soft::raw_rx`]).
     raw_receive: bool,
@@ -179,12 +184,13 @@ pub(crate) struct SoftDevice {
     gso: AtomicBool,
     /// The receive side of the UDP socket, taken by whichever thread drives progress.
     rx: Mutex<RxState>,
-    /// When an application thread last drove progress, ns since `epoch`.
+    /// When an application thread last drove progress, ns on `clock` ([`LEFT_JUST_NOW`]: one
+    /// just left a device call, not yet dated).
     app_poll_ns: AtomicU64,
     /// Application threads now inside the device: blocked waiting for packets on the socket,
     /// or posting (whose flush may block in `sendmsg`).
     app_waiting: AtomicU32,
-    /// The earliest QP deadline known (timers, pacer, held ACKs), ns since `epoch`; never later
+    /// The earliest QP deadline known (timers, pacer, held ACKs), ns on `clock`; never later
     /// than the real one, since every flush lowers it.
     next_deadline: AtomicU64,
     /// Some QP may hold an urgent ACK (see [`SoftDevice::release_urgent_acks`]).
@@ -193,11 +199,11 @@ pub(crate) struct SoftDevice {
     /// soon as the wait returns, before anything received is processed; see
     /// [`SoftDevice::run_due_timers_after_receive`]).
     rx_blocked: AtomicBool,
-    /// The earliest deadline of a held ACK, ns since `epoch` (as `next_deadline`). An
+    /// The earliest deadline of a held ACK, ns on `clock` (as `next_deadline`). An
     /// application thread that drives the device sends due ACKs itself; the progress thread
     /// steps in only when none did for another [`ACK_DELAY_NS`].
     ack_deadline: AtomicU64,
-    /// When the QP timers were last scanned, ns since `epoch`.
+    /// When the QP timers were last scanned, ns on `clock`.
     last_scan: AtomicU64,
 }
 
@@ -206,6 +212,8 @@ pub(crate) struct SoftDevice {
 struct RxState {
     buf: Vec<u8>,
     ident: IdentSolver,
+    /// The QP the last packet went to (module `qp_table`).
+    last_qp: LastQp<QpShared>,
     /// The QP whose responder was in the middle of a WRITE after the last batch.
     place_qpn: Option<u32>,
     /// Segments of a scattered receive.
@@ -219,9 +227,10 @@ struct RxState {
 }
 
 /// An application thread inside a device call ([`SoftDevice::app_driven`] holds meanwhile).
-/// Leaving, it records the time as the thread's last drive: read then, not reused from the
-/// call's start, since a flush may block in `sendmsg` for longer than [`APP_GRACE_NS`] and the
-/// progress thread must not take the socket over from a thread that just drove it.
+/// Leaving, it marks its last drive as [`LEFT_JUST_NOW`], which the progress thread turns into
+/// the time it first sees it: not the call's start, since a flush may block in `sendmsg` for
+/// longer than [`APP_GRACE_NS`] and the progress thread must not take the socket over from a
+/// thread that just drove it, and no clock read of its own on every post's way out.
 struct AppInDevice<'a>(&'a SoftDevice);
 
 impl<'a> AppInDevice<'a> {
@@ -233,8 +242,8 @@ impl<'a> AppInDevice<'a> {
 
 impl Drop for AppInDevice<'_> {
     fn drop(&mut self) {
+        self.0.app_poll_ns.store(LEFT_JUST_NOW, Ordering::Relaxed);
         self.0.app_waiting.fetch_sub(1, Ordering::Relaxed);
-        self.0.app_poll_ns.store(self.0.now().0, Ordering::Relaxed);
     }
 }
 
@@ -456,12 +465,12 @@ impl SoftDevice {
             info,
             local,
             socket,
-            qps: RwLock::new(KeyMap::default()),
+            qps: QpTable::default(),
             capture: config.capture,
             capture_received: config.capture_received,
             counters: Counters::default(),
             next_qpn: AtomicU32::new(0x11),
-            epoch: std::time::Instant::now(),
+            clock: Clock::start(),
             tos,
             raw_receive: config.raw_receive,
             corrupt_tx_icrc: config.corrupt_tx_icrc,
@@ -477,6 +486,7 @@ impl SoftDevice {
                 peek_before_predict: 0,
                 buf: vec![0u8; RX_BUF],
                 ident: IdentSolver::default(),
+                last_qp: LastQp::default(),
             }),
             app_poll_ns: AtomicU64::new(0),
             app_waiting: AtomicU32::new(0),
@@ -497,7 +507,7 @@ impl SoftDevice {
     }
 
     fn now(&self) -> Instant {
-        Instant(self.epoch.elapsed().as_nanos() as u64)
+        Instant(self.clock.now_ns())
     }
 
     pub(crate) fn create_qp(
@@ -517,44 +527,39 @@ impl SoftDevice {
                 rdmesh_core::rc::MAX_SGE
             )));
         }
-        let mut qps = self.qps.write().unwrap_or_else(|p| p.into_inner());
-        let qpn = loop {
-            let q = self.next_qpn.fetch_add(1, Ordering::Relaxed) & Psn::MASK;
-            if q > 1 && !qps.contains_key(&q) {
-                break q;
-            }
+        let make = |qpn| {
+            Arc::new(QpShared {
+                qpn,
+                pd,
+                send_cq,
+                recv_cq,
+                cap,
+                core: Mutex::new(QpCore {
+                    state: QpState::Reset,
+                    access: AccessFlags::NONE,
+                    rc: None,
+                    remote: None,
+                    early_recvs: Vec::new(),
+                    rtr: None,
+                    recovery: Recovery::GoBackN,
+                    txbuf: Vec::new(),
+                    spans: Vec::new(),
+                    ack_hold: AckHold::default(),
+                    last_req_opcode: 0,
+                    last_req_solicited: false,
+                    lazy_send_acks: false,
+                }),
+            })
         };
-        let shared = Arc::new(QpShared {
-            qpn,
-            pd,
-            send_cq,
-            recv_cq,
-            cap,
-            core: Mutex::new(QpCore {
-                state: QpState::Reset,
-                access: AccessFlags::NONE,
-                rc: None,
-                remote: None,
-                early_recvs: Vec::new(),
-                rtr: None,
-                recovery: Recovery::GoBackN,
-                txbuf: Vec::new(),
-                spans: Vec::new(),
-                ack_hold: AckHold::default(),
-                last_req_opcode: 0,
-                last_req_solicited: false,
-                lazy_send_acks: false,
-            }),
-        });
-        qps.insert(qpn, shared.clone());
-        Ok(shared)
+        Ok(self.qps.insert_new(
+            || self.next_qpn.fetch_add(1, Ordering::Relaxed) & Psn::MASK,
+            |q| q > 1,
+            make,
+        ))
     }
 
     pub(crate) fn destroy_qp(&self, qpn: u32) {
-        self.qps
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&qpn);
+        self.qps.remove(qpn);
     }
 
     pub(crate) fn modify_qp(&self, qp: &QpShared, attr: &QpAttr) -> Result<()> {
@@ -1298,6 +1303,7 @@ impl SoftDevice {
     /// A datagram from the UDP socket: the ICRC is checked under the soft provider's sending
     /// rule (IPv4 with DF and an ID in `0..MAX_GSO_SEGMENTS`, `hint` — the index in a GRO batch —
     /// tried first; module `ident`), the only header values a UDP socket can know.
+    #[allow(clippy::too_many_arguments)]
     fn receive_udp(
         &self,
         pkt: &[u8],
@@ -1305,6 +1311,7 @@ impl SoftDevice {
         ecn: u8,
         hint: u16,
         solver: &mut IdentSolver,
+        last_qp: &mut LastQp<QpShared>,
         now: Instant,
     ) -> Option<Arc<QpShared>> {
         bump(&self.counters.rx_packets);
@@ -1313,7 +1320,7 @@ impl SoftDevice {
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
             return None;
         };
-        self.deliver(pkt, src, ecn, ident, now, true, None)
+        self.deliver(pkt, src, ecn, ident, now, true, None, last_qp)
     }
 
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
@@ -1366,14 +1373,27 @@ impl SoftDevice {
                     break;
                 }
             };
-            let RxState { buf, ident, .. } = st;
+            let RxState {
+                buf,
+                ident,
+                last_qp,
+                ..
+            } = st;
             let now = self.now();
             last = Some(now);
             // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
             // responses, completions), not once per packet.
             let mut unflushed = Unflushed::new(now);
             for (k, (off, len)) in r.datagrams().enumerate() {
-                let qp = self.receive_udp(&buf[off..off + len], r.src, r.ecn, k as u16, ident, now);
+                let qp = self.receive_udp(
+                    &buf[off..off + len],
+                    r.src,
+                    r.ecn,
+                    k as u16,
+                    ident,
+                    last_qp,
+                    now,
+                );
                 packets += 1;
                 unflushed.add(self, qp);
             }
@@ -1440,13 +1460,7 @@ impl SoftDevice {
         peeked: Option<(Psn, SocketAddr)>,
         (bytes, seg): (usize, usize),
     ) -> Placement {
-        let Some(qp) = self
-            .qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&qpn)
-            .cloned()
-        else {
+        let Some(qp) = st.last_qp.get(&self.qps, qpn).cloned() else {
             return Placement::NotApplicable;
         };
         let (cursor, remote) = {
@@ -1562,7 +1576,11 @@ impl SoftDevice {
         let mut unflushed = Unflushed::new(now);
         let mut n = 0;
         let RxState {
-            buf, ident, segs, ..
+            buf,
+            ident,
+            segs,
+            last_qp,
+            ..
         } = st;
         for (k, (off, len)) in got.datagrams().enumerate() {
             let pkt = &buf[off..off + len];
@@ -1577,9 +1595,18 @@ impl SoftDevice {
                     mr: mr.clone(),
                     offset: mr_off + s.at,
                 };
-                self.deliver(pkt, got.src, got.ecn, idents[k], now, true, Some(&placed))
+                self.deliver(
+                    pkt,
+                    got.src,
+                    got.ecn,
+                    idents[k],
+                    now,
+                    true,
+                    Some(&placed),
+                    last_qp,
+                )
             } else {
-                self.receive_udp(pkt, got.src, got.ecn, k as u16, ident, now)
+                self.receive_udp(pkt, got.src, got.ecn, k as u16, ident, last_qp, now)
             };
             n += 1;
             unflushed.add(self, qp);
@@ -1657,12 +1684,9 @@ impl SoftDevice {
     /// The device's QPs, taken out of the table so that no lock on it is held while each QP's
     /// own lock is.
     fn qp_list(&self) -> Vec<Arc<QpShared>> {
-        self.qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        let mut qps = Vec::new();
+        self.qps.extend_into(&mut qps);
+        qps
     }
 
     fn try_rx_burst(&self) -> usize {
@@ -1737,20 +1761,34 @@ impl SoftDevice {
         }
     }
 
-    /// Whether application threads drive the socket now (the progress thread runs timers only).
+    /// Whether application threads drive the socket now (the progress thread runs timers only;
+    /// only it calls this). A drive marked [`LEFT_JUST_NOW`] is dated now: its grace runs from
+    /// the first look, at most one sleep of the progress thread after the thread left.
     fn app_driven(&self) -> bool {
-        !self.raw_receive
-            && (self.app_waiting.load(Ordering::Relaxed) > 0
-                || self
-                    .now()
-                    .0
-                    .saturating_sub(self.app_poll_ns.load(Ordering::Relaxed))
-                    < APP_GRACE_NS)
+        if self.raw_receive {
+            return false;
+        }
+        if self.app_waiting.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let now = self.now().0;
+        let last = self.app_poll_ns.load(Ordering::Relaxed);
+        if last == LEFT_JUST_NOW {
+            // A thread that drives again meanwhile stores its own time: keep that one.
+            let _ = self.app_poll_ns.compare_exchange(
+                LEFT_JUST_NOW,
+                now,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            return true;
+        }
+        now.saturating_sub(last) < APP_GRACE_NS
     }
 
     /// A datagram from the raw socket, IPv4 header included: the ICRC is checked over the
     /// header values the peer actually sent.
-    fn receive_raw(&self, datagram: &[u8]) {
+    fn receive_raw(&self, datagram: &[u8], last_qp: &mut LastQp<QpShared>) {
         let SocketAddr::V4(local) = self.local else {
             return;
         };
@@ -1785,11 +1823,13 @@ impl SoftDevice {
             self.now(),
             false,
             None,
+            last_qp,
         );
     }
 
-    /// Hands a packet whose ICRC checked out to its QP, then flushes the QP — or, with
-    /// `defer_flush`, returns the QP for the caller to flush after more packets.
+    /// Hands a packet whose ICRC checked out to its QP (found through `last_qp`, the calling
+    /// thread's cache of the QP table), then flushes the QP — or, with `defer_flush`, returns
+    /// the QP for the caller to flush after more packets.
     #[allow(clippy::too_many_arguments)]
     fn deliver(
         &self,
@@ -1800,6 +1840,7 @@ impl SoftDevice {
         now: Instant,
         defer_flush: bool,
         placed: Option<&Placed>,
+        last_qp: &mut LastQp<QpShared>,
     ) -> Option<Arc<QpShared>> {
         if self.capture_received {
             if let Some(cap) = &self.capture {
@@ -1819,13 +1860,7 @@ impl SoftDevice {
         if is_cnp {
             bump(&self.counters.cnp_received);
         }
-        let qp = self
-            .qps
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&hdr.bth.dest_qp)
-            .cloned();
-        let Some(qp) = qp else {
+        let Some(qp) = last_qp.get(&self.qps, hdr.bth.dest_qp).cloned() else {
             bump(&self.counters.unknown_qp);
             return None;
         };
@@ -1861,7 +1896,7 @@ impl SoftDevice {
             core.last_req_solicited = hdr.bth.solicited;
         }
         if defer_flush {
-            // The table's reference goes to the caller: no second count on the shared line.
+            // The reference goes to the caller, who flushes after the batch.
             drop(core);
             return Some(qp);
         }
@@ -1917,7 +1952,7 @@ impl SoftDevice {
 
     /// Runs the QP timers that are due at `now` (retransmit, RNR, DCQCN increase, pacer, held
     /// ACKs) and returns the earliest deadlines still ahead of any QP — the state machines' and
-    /// the held ACKs' — in ns since `epoch`. One clock read per scan, the caller's: a deadline
+    /// the held ACKs' — in ns on `clock`. One clock read per scan, the caller's: a deadline
     /// that falls due while the scan runs waits for the next one.
     fn run_timers(&self, now: Instant) -> (Option<u64>, Option<u64>) {
         thread_local! {
@@ -1927,13 +1962,7 @@ impl SoftDevice {
                 const { std::cell::RefCell::new(Vec::new()) };
         }
         let mut qps = QPS.with(|q| std::mem::take(&mut *q.borrow_mut()));
-        qps.extend(
-            self.qps
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .cloned(),
-        );
+        self.qps.extend_into(&mut qps);
         let r = self.run_timers_of(&qps, now);
         qps.clear();
         QPS.with(|q| *q.borrow_mut() = qps);
@@ -2016,6 +2045,7 @@ impl Drop for SoftDevice {
 /// pacer, held ACKs), releases impaired packets and publishes statistics.
 fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut buf = vec![0u8; RX_BUF];
+    let mut last_qp = LastQp::default();
     // Busy-receive after a burst only where this thread can have a CPU of its own.
     let rx_spin = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
         RX_SPIN_NS
@@ -2083,7 +2113,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                     }
                     Receiver::Raw(r) => match r.recv(&mut buf) {
                         Ok(n) => {
-                            d.receive_raw(&buf[..n]);
+                            d.receive_raw(&buf[..n], &mut last_qp);
                             d.release_urgent_acks();
                         }
                         Err(e)

@@ -40,11 +40,13 @@
 //! QP connected to a peer at port 4791 accepts packets from any source port of the peer's
 //! address; a peer on another port (an rdmesh endpoint on an ephemeral port) must send from it.
 
+mod clock;
 mod engine;
 pub(crate) mod headers;
 pub(crate) mod ident;
 pub mod impair;
 pub mod path_mtu;
+mod qp_table;
 pub(crate) mod raw_rx;
 mod rx_place;
 pub mod stats;
