@@ -13,7 +13,7 @@ use crate::bench::stats::{self, BwResult, LatResult};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::Impairment;
-use crate::verbs::{CompletionQueue, Recovery, RecvWr, SendWr, Sge, WorkCompletion, WrOpcode};
+use crate::verbs::{Recovery, RecvWr, SendWr, Sge, WrOpcode};
 
 /// Which operation the benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -856,22 +856,6 @@ fn post_initial_recvs(
     Ok(())
 }
 
-/// The SEND bandwidth server's next receive completion: what the device already completed,
-/// without driving it from this thread ([`CompletionQueue::poll_ready`]); the device's
-/// progress thread receives, as it does for the passive WRITE and READ servers.
-///
-/// Until 2026-11-27 this loop polled with `poll_one`, which receives on the polling thread
-/// and keeps the progress thread off the socket. That thread spins (`yield_now`) between
-/// completions, so on a host with more runnable threads than CPUs the scheduler takes its CPU
-/// away for a tick (4 ms at HZ=250) at a time — mostly while it holds the device's receive
-/// (`recvmmsg`, placement, copies), so nothing received, placed or answered meanwhile: in a
-/// 4-s 64 KiB SEND run at 1 % loss on the loaded 2-core VM, 310 gaps of 2–6 ms between request
-/// packets (1.1 s in all), and 47–147 retransmit timeouts per run, against 0–3 with this
-/// (docs/reliability.md, "SEND: the server's receive stalls").
-fn recv_completion(cq: &CompletionQueue) -> Option<WorkCompletion> {
-    cq.poll_ready()
-}
-
 #[allow(clippy::too_many_arguments)]
 fn server_send_bw(
     ep: &Endpoint,
@@ -895,7 +879,7 @@ fn server_send_bw(
             let mut verified = 0u64;
             let mut idle = Instant::now();
             while st.received - base < expected.load(Ordering::Acquire) {
-                let Some(wc) = recv_completion(&ep.cq) else {
+                let Some(wc) = ep.cq.poll_one() else {
                     if idle.elapsed() > timeout {
                         return Err(Error::Bench(format!("server: no SEND arrived within {timeout:?} (message {}); counters {:?}", st.received - base, ep.device.counters())));
                     }
@@ -1213,62 +1197,5 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         }
         // Receive on this thread, blocking on the device's socket until a packet comes.
         ep.device.progress(Some(left.min(Duration::from_millis(1))));
-    }
-}
-
-#[cfg(test)]
-mod test {
-    use super::recv_completion;
-    use crate::soft::test_pair::connected;
-    use crate::verbs::device::Provider;
-    use crate::verbs::{Device, Mtu, RecvWr, SendWr, Sge, SoftConfig, WcStatus, WrOpcode};
-    use std::net::{IpAddr, Ipv4Addr};
-    use std::time::{Duration, Instant};
-
-    /// The SEND bandwidth server's completion loop never receives on the device itself: the
-    /// progress thread does, so a server thread that loses its CPU holds no receive (see
-    /// `recv_completion`). With `poll_one` the loop drove the device.
-    #[test]
-    fn send_server_loop_leaves_the_receive_to_the_progress_thread() {
-        let open = |last| {
-            Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
-        };
-        let (a, b) = (open(249), open(250));
-        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
-        let sge = |e: &crate::soft::test_pair::End| Sge {
-            addr: e.mr.addr(),
-            length: 3000,
-            lkey: e.mr.lkey(),
-        };
-        // Polled before anything arrives too: `poll_one` on an empty CQ drives the device.
-        assert!(recv_completion(&eb.cq).is_none());
-        eb.qp
-            .post_recv(&[RecvWr {
-                wr_id: 5,
-                sg_list: vec![sge(&eb)],
-            }])
-            .unwrap();
-        ea.qp
-            .post_send(&[SendWr::new(1, WrOpcode::Send, vec![sge(&ea)])])
-            .unwrap();
-        let limit = Instant::now() + Duration::from_secs(10);
-        let wc = loop {
-            if let Some(wc) = recv_completion(&eb.cq) {
-                break wc;
-            }
-            assert!(Instant::now() < limit, "the SEND never completed");
-            std::thread::yield_now();
-        };
-        assert_eq!(
-            (wc.wr_id, wc.status, wc.byte_len),
-            (5, WcStatus::Success, 3000)
-        );
-        let Provider::Soft(dev) = &b.provider else {
-            unreachable!("a soft device")
-        };
-        assert!(
-            !dev.app_ever_drove(),
-            "the server's completion loop drove the device"
-        );
     }
 }
