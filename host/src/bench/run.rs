@@ -13,7 +13,7 @@ use crate::bench::stats::{self, BwResult, LatResult};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::Impairment;
-use crate::verbs::{Recovery, RecvWr, SendWr, Sge, WrOpcode};
+use crate::verbs::{CompletionQueue, Recovery, RecvWr, SendWr, Sge, WorkCompletion, WrOpcode};
 
 /// Which operation the benchmark measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -856,6 +856,27 @@ fn post_initial_recvs(
     Ok(())
 }
 
+/// How long the SEND bandwidth server's thread sleeps when it finds no receive completion:
+/// it only counts completions and reposts receives, with [`RX_DEPTH`] receives of slack.
+const SERVER_IDLE_SLEEP: Duration = Duration::from_micros(50);
+
+/// The SEND bandwidth server's next receive completion: what the device already completed,
+/// without driving it from this thread ([`CompletionQueue::poll_ready`]); the device's
+/// progress thread receives, as it does for the passive WRITE and READ servers, and the
+/// server's thread sleeps [`SERVER_IDLE_SLEEP`] when it finds nothing.
+///
+/// Until 2026-11-27 this loop received itself (`poll_one`) and spun (`yield_now`) between
+/// completions. On a host with more runnable threads than CPUs the scheduler took its CPU
+/// away for a tick (4 ms at HZ=250) at a time, mostly while it held the device's receive
+/// (`recvmmsg`, placement, copies), and the progress thread could not step in: nothing was
+/// received, placed or acknowledged meanwhile. A 4-s 64 KiB SEND run on the shared 2-core VM
+/// had 51–632 gaps of 2–6 ms between request packets (0.2–2.2 s in all; WRITE, whose server
+/// is passive: 6–10, 22–33 ms), each longer one a 4-ms retransmit timeout of the requester
+/// (docs/reliability.md, "SEND: the server thread that receives loses its CPU").
+fn recv_completion(cq: &CompletionQueue) -> Option<WorkCompletion> {
+    cq.poll_ready()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn server_send_bw(
     ep: &Endpoint,
@@ -879,11 +900,11 @@ fn server_send_bw(
             let mut verified = 0u64;
             let mut idle = Instant::now();
             while st.received - base < expected.load(Ordering::Acquire) {
-                let Some(wc) = ep.cq.poll_one() else {
+                let Some(wc) = recv_completion(&ep.cq) else {
                     if idle.elapsed() > timeout {
                         return Err(Error::Bench(format!("server: no SEND arrived within {timeout:?} (message {}); counters {:?}", st.received - base, ep.device.counters())));
                     }
-                    std::thread::yield_now();
+                    std::thread::sleep(SERVER_IDLE_SLEEP);
                     continue;
                 };
                 idle = Instant::now();
@@ -1197,5 +1218,62 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
         }
         // Receive on this thread, blocking on the device's socket until a packet comes.
         ep.device.progress(Some(left.min(Duration::from_millis(1))));
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::recv_completion;
+    use crate::soft::test_pair::connected;
+    use crate::verbs::device::Provider;
+    use crate::verbs::{Device, Mtu, RecvWr, SendWr, Sge, SoftConfig, WcStatus, WrOpcode};
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::time::{Duration, Instant};
+
+    /// The SEND bandwidth server's completion loop never receives on the device itself: the
+    /// progress thread does, so a server thread that loses its CPU holds no receive (see
+    /// `recv_completion`). With `poll_one` the loop drove the device.
+    #[test]
+    fn send_server_loop_leaves_the_receive_to_the_progress_thread() {
+        let open = |last| {
+            Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
+        };
+        let (a, b) = (open(249), open(250));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
+        let sge = |e: &crate::soft::test_pair::End| Sge {
+            addr: e.mr.addr(),
+            length: 3000,
+            lkey: e.mr.lkey(),
+        };
+        // Polled before anything arrives too: `poll_one` on an empty CQ drives the device.
+        assert!(recv_completion(&eb.cq).is_none());
+        eb.qp
+            .post_recv(&[RecvWr {
+                wr_id: 5,
+                sg_list: vec![sge(&eb)],
+            }])
+            .unwrap();
+        ea.qp
+            .post_send(&[SendWr::new(1, WrOpcode::Send, vec![sge(&ea)])])
+            .unwrap();
+        let limit = Instant::now() + Duration::from_secs(10);
+        let wc = loop {
+            if let Some(wc) = recv_completion(&eb.cq) {
+                break wc;
+            }
+            assert!(Instant::now() < limit, "the SEND never completed");
+            std::thread::yield_now();
+        };
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (5, WcStatus::Success, 3000)
+        );
+        let Provider::Soft(dev) = &b.provider else {
+            unreachable!("a soft device")
+        };
+        assert!(
+            !dev.app_ever_drove(),
+            "the server's completion loop drove the device"
+        );
     }
 }

@@ -1761,6 +1761,14 @@ impl SoftDevice {
         }
     }
 
+    /// Whether an application thread ever drove this device (received on its socket, or
+    /// posted: [`AppInDevice`]).
+    #[cfg(test)]
+    pub(crate) fn app_ever_drove(&self) -> bool {
+        self.app_poll_ns.load(Ordering::Relaxed) != 0
+            || self.app_waiting.load(Ordering::Relaxed) > 0
+    }
+
     /// Whether application threads drive the socket now (the progress thread runs timers only;
     /// only it calls this). A drive marked [`LEFT_JUST_NOW`] is dated now: its grace runs from
     /// the first look, at most one sleep of the progress thread after the thread left.

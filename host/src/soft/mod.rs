@@ -51,7 +51,7 @@ pub(crate) mod raw_rx;
 mod rx_place;
 pub mod stats;
 #[cfg(test)]
-mod test_pair;
+pub(crate) mod test_pair;
 mod tx_batch;
 mod tx_spans;
 pub(crate) mod udp_io;
