@@ -1224,10 +1224,8 @@ fn wait_marker(ep: &Endpoint, size: u64, i: u64, timeout: Duration) -> Result<()
 #[cfg(test)]
 mod test {
     use super::recv_completion;
-    use crate::soft::test_pair::connected;
-    use crate::verbs::device::Provider;
-    use crate::verbs::{Device, Mtu, RecvWr, SendWr, Sge, SoftConfig, WcStatus, WrOpcode};
-    use std::net::{IpAddr, Ipv4Addr};
+    use crate::soft::test_pair::{connected, open, soft};
+    use crate::verbs::{Mtu, RecvWr, SendWr, Sge, WcStatus, WrOpcode};
     use std::time::{Duration, Instant};
 
     /// The SEND bandwidth server's completion loop never receives on the device itself: the
@@ -1235,9 +1233,6 @@ mod test {
     /// `recv_completion`). With `poll_one` the loop drove the device.
     #[test]
     fn send_server_loop_leaves_the_receive_to_the_progress_thread() {
-        let open = |last| {
-            Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
-        };
         let (a, b) = (open(249), open(250));
         let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
         let sge = |e: &crate::soft::test_pair::End| Sge {
@@ -1268,11 +1263,8 @@ mod test {
             (wc.wr_id, wc.status, wc.byte_len),
             (5, WcStatus::Success, 3000)
         );
-        let Provider::Soft(dev) = &b.provider else {
-            unreachable!("a soft device")
-        };
         assert!(
-            !dev.app_ever_drove(),
+            !soft(&b).app_ever_drove(),
             "the server's completion loop drove the device"
         );
     }

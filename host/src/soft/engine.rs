@@ -2169,25 +2169,11 @@ fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
 
 #[cfg(test)]
 mod test {
-    use crate::soft::test_pair::{connected, End};
-    use crate::verbs::device::Provider;
-    use crate::verbs::{Device, SoftConfig, WcStatus};
+    use crate::soft::test_pair::{connected, open, soft, End};
+    use crate::verbs::WcStatus;
     use rdmesh_core::rc::{Mtu, RcCounters};
-    use std::net::{IpAddr, Ipv4Addr};
     use std::sync::atomic::Ordering;
-    use std::sync::Arc;
     use std::time::Duration;
-
-    fn open(last: u8) -> Device {
-        Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
-    }
-
-    fn soft(d: &Device) -> &Arc<super::SoftDevice> {
-        match &d.provider {
-            Provider::Soft(dev) => dev,
-            Provider::Vfio(_) => unreachable!("a soft device"),
-        }
-    }
 
     /// Posts a 4 KiB WRITE from `from` to `to`, waits 60 ms (the ACK timeout of code 12,
     /// 16.8 ms, passes three times) and returns `from`'s QP counters then.

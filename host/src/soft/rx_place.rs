@@ -352,13 +352,10 @@ mod test {
     #[test]
     fn loopback_writes_are_placed_without_a_peek_per_batch() {
         use crate::verbs::*;
-        use std::net::{IpAddr, Ipv4Addr};
         use std::time::Duration;
         const LEN: usize = 1 << 20;
         const MSGS: u64 = 8;
-        let open = |last: u8| {
-            Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
-        };
+        use crate::soft::test_pair::open;
         let (a, b) = (open(241), open(242));
         let (ea, eb) = crate::soft::test_pair::connected(&a, &b, LEN, Mtu::Mtu4096, 14);
         let (ma, mb, qb) = (&ea.mr, &eb.mr, &eb.qp);

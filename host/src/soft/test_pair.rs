@@ -1,13 +1,30 @@
 //! Test support: one QP on each of two soft devices, connected to each other and in RTS
 //! (RC, go-back-N, one READ/atomic each way, 7 retries and RNR retries).
 
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::soft::engine::SoftDevice;
+use crate::verbs::device::Provider;
 use crate::verbs::{
     AccessFlags, AhAttr, CompletionQueue, Device, MemoryRegion, ProtectionDomain, QpAttr, QpCap,
-    QpState, QueuePair, SendWr, WorkCompletion, WrOpcode,
+    QpState, QueuePair, SendWr, SoftConfig, WorkCompletion, WrOpcode,
 };
 use rdmesh_core::rc::{Mtu, Sge};
+
+/// A soft device on loopback address 127.0.9.`last` (each test takes addresses of its own).
+pub(crate) fn open(last: u8) -> Device {
+    Device::open_soft(SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))).unwrap()
+}
+
+/// The soft provider's device behind `d`.
+pub(crate) fn soft(d: &Device) -> &Arc<SoftDevice> {
+    match &d.provider {
+        Provider::Soft(dev) => dev,
+        Provider::Vfio(_) => unreachable!("a soft device"),
+    }
+}
 
 /// One end: its PD (kept alive for the MR and QP), a region of the asked length with local
 /// and remote write access, one CQ for sends and receives, and the QP.
