@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export RDMESH_REQUIRE_TOOLS=1
 # Keep the build small on CI's disk: the debug and test builds carry line tables only (backtraces
-# keep file:line) and no incremental cache. A clean run then writes ~2 GB under target/ instead of ~6.
+# keep file:line) and no incremental cache. A clean run then writes ~3 GB under target/ instead of ~6 (measured 2026-11-27).
 export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 export CARGO_PROFILE_TEST_DEBUG=line-tables-only
