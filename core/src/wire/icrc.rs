@@ -694,9 +694,10 @@ mod test {
 
     #[test]
     fn prefix_cache_equals_compute_parts_and_is_never_stale() {
-        // Every call goes through one cache: contexts, lengths and IDs interleaved, more
-        // (context, length) pairs than it has slots, each result against the uncached CRC.
-        // A cache keyed without the context, the length or the ID fails here.
+        // Every call goes through one cache: contexts, lengths and IDs interleaved (one length
+        // for every context in turn, then the next), more (context, length) pairs than it has
+        // slots, each result against the uncached CRC. A cache keyed without the context, the
+        // length or the ID fails here.
         let v4 = |a: u8, port: u16| {
             IcrcContext::for_udp_socket_v4(
                 Ipv4Addr::new(10, 0, 0, a),
@@ -713,13 +714,13 @@ mod test {
         );
         let ctxs = [v4(1, 49152), v4(3, 49152), v4(1, 49153), v6];
         let mut cache = IcrcPrefixCache::new();
-        let mut ib = vec![0u8; 4096 + 28];
+        let mut ib = vec![0u8; 4124 + ICRC_LEN];
         for (i, b) in ib.iter_mut().enumerate() {
             *b = (i * 29 + 11) as u8;
         }
         for round in 0..3u32 {
-            for (c, ctx) in ctxs.iter().enumerate() {
-                for len in [12, 16, 28, 60, GATHER, 1052, 4124] {
+            for len in [12, 16, 28, 60, GATHER, 1052, 4124] {
+                for (c, ctx) in ctxs.iter().enumerate() {
                     for ident in [0u16, 1, 2, 5, 63, 0x718c, 0xffff] {
                         let ctx = with_ident(ctx, ident);
                         // A new PSN every time: only the headers before the BTH are cached.
