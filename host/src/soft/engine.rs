@@ -1925,11 +1925,16 @@ impl SoftDevice {
             };
             let mut core = qp.lock();
             self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, None);
-            // The packets after it for the same QP, under the same lock. A QP destroyed
-            // meanwhile gets them as if each had been looked up before the removal.
+            // The packets after it for the same QP, under the same lock, each while the table
+            // still holds the QP (one atomic load: `LastQp`): a QP destroyed meanwhile gets no
+            // more of them than a lookup per packet would give it.
             while let Some(&(k, (off, len))) = dgs.peek() {
                 let next = rdmesh_core::wire::bth::Packet::new_checked(&buf[off..off + len]);
-                if next.map(|b| b.dest_qp()) != Ok(qp.qpn) {
+                if next.map(|b| b.dest_qp()) != Ok(qp.qpn)
+                    || !last_qp
+                        .get(&self.qps, qp.qpn)
+                        .is_some_and(|q| Arc::ptr_eq(q, &qp))
+                {
                     break;
                 }
                 dgs.next();
