@@ -438,7 +438,9 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
         let rts = self.state == QpState::Rts;
         let mut d = if rts { self.req.next_deadline() } else { None };
         d = earliest(d, self.cc.next_deadline());
-        if self.resp.next_is_paced() || (rts && self.req.ready()) {
+        // Without a pacer nothing waits for one: the requester's readiness (the window, the
+        // queue, the READ depth) is not evaluated then.
+        if self.cc.pacer().is_some() && (self.resp.next_is_paced() || (rts && self.req.ready())) {
             d = earliest(d, self.cc.conforming_at(self.max_packet_len() as u32));
         }
         d

@@ -601,10 +601,12 @@ impl<const SQ: usize> Requester<SQ> {
         buf: &mut [u8],
         ctr: &mut RcCounters,
     ) -> Result<Option<usize>, Fatal> {
-        if !self.ready() {
+        // `ready`, evaluated once: a pending resend first (dropping stale bits), else a new
+        // packet that the window and the READ/atomic depth allow.
+        if self.rnr_timer.is_armed() {
             return Ok(None);
         }
-        let resend = if self.selective() {
+        let resend = if self.selective() && !self.resend.is_empty() {
             self.next_resend()
         } else {
             None
@@ -613,8 +615,6 @@ impl<const SQ: usize> Requester<SQ> {
             Some(at) => at,
             None => {
                 if !self.new_packet_allowed() {
-                    // Only stale resend bits were pending (and `ready` did not look at the
-                    // new packet's window and READ/atomic depth).
                     return Ok(None);
                 }
                 (self.cur_idx, self.cur_pkt)

@@ -85,6 +85,20 @@ fn crc_masked_parts(ip_header: &[u8], udp_header: &[u8], ib: &[u8], rest: &[&[u8
 /// and feeds a hasher that already holds the LRH stand-in with `m`, then whatever did not fit.
 #[inline]
 fn crc_gathered(m: &mut [u8; GATHER], ipl: usize, ib: &[u8], rest: &[&[u8]]) -> u32 {
+    mask_headers(m, ipl);
+    crc_tail(
+        Hasher::new_with_initial(LRH_STANDIN_CRC),
+        m,
+        ipl + udp::HEADER_LEN,
+        ib,
+        rest,
+    )
+}
+
+/// Sets the fields the ICRC masks to ones in the IP header (`ipl` = 20 or 40 bytes) and the UDP
+/// header that `m` starts with.
+#[inline]
+fn mask_headers(m: &mut [u8; GATHER], ipl: usize) {
     if ipl == ipv4::HEADER_LEN {
         for i in ipv4::ICRC_MASKED_BYTES {
             m[i] = 0xff;
@@ -96,17 +110,22 @@ fn crc_gathered(m: &mut [u8; GATHER], ipl: usize, ib: &[u8], rest: &[&[u8]]) -> 
         m[3] = 0xff;
         m[ipv6::ICRC_HOP_LIMIT_BYTE] = 0xff;
     }
-    let u = ipl;
-    m[u + udp::CHECKSUM_OFFSET] = 0xff;
-    m[u + udp::CHECKSUM_OFFSET + 1] = 0xff;
-    let b = u + udp::HEADER_LEN;
+    m[ipl + udp::CHECKSUM_OFFSET] = 0xff;
+    m[ipl + udp::CHECKSUM_OFFSET + 1] = 0xff;
+}
+
+/// Continues `h` — which holds the input before `m`: the LRH stand-in, or a cached prefix —
+/// with `m[..b]` (headers already masked), `ib` (at least a BTH; its masked byte set to ones in
+/// `m`) and the bytes of `rest`: `ib` and the parts of `rest` are appended to `m` while they fit
+/// and fed in one `update`, then whatever did not fit.
+#[inline]
+fn crc_tail(mut h: Hasher, m: &mut [u8; GATHER], b: usize, ib: &[u8], rest: &[&[u8]]) -> u32 {
     let n = ib.len().min(GATHER - b);
     m[b..b + n].copy_from_slice(&ib[..n]);
     if n > bth::ICRC_MASKED_BYTE {
         m[b + bth::ICRC_MASKED_BYTE] = 0xff;
     }
     let mut len = b + n;
-    let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
     let mut parts = rest.iter();
     if n == ib.len() {
         // Gather the parts that fit; the first that does not goes after `m`, with the rest.
@@ -352,6 +371,16 @@ impl IcrcContext {
     /// # Errors
     /// As [`compute`](Self::compute); [`Error::Truncated`] when `head` is shorter than a BTH.
     pub fn compute_parts(&self, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
+        let udp_len = self.udp_len_of(head, rest)?;
+        // The headers are written straight into the gathering buffer.
+        let mut m = [0u8; GATHER];
+        let ipl = self.emit_headers(udp_len, &mut m);
+        Ok(crc_gathered(&mut m, ipl, head, rest))
+    }
+
+    /// The UDP length (header, `head`, the bytes of `rest`, ICRC) of a packet
+    /// [`compute_parts`](Self::compute_parts) accepts.
+    fn udp_len_of(&self, head: &[u8], rest: &[&[u8]]) -> Result<usize> {
         if head.len() < bth::HEADER_LEN {
             return Err(Error::Truncated);
         }
@@ -360,9 +389,13 @@ impl IcrcContext {
         if udp_len > self.ip.max_payload_len() {
             return Err(Error::BadLength);
         }
-        // The headers are written straight into the gathering buffer.
-        let mut m = [0u8; GATHER];
-        let ipl = self.emit_ip(udp_len, &mut m);
+        Ok(udp_len)
+    }
+
+    /// Writes the IP and UDP headers of a datagram with `udp_len` bytes of UDP (unmasked) at the
+    /// start of `m`; returns the IP header's length (20 or 40 bytes).
+    fn emit_headers(&self, udp_len: usize, m: &mut [u8; GATHER]) -> usize {
+        let ipl = self.emit_ip(udp_len, m);
         UdpRepr {
             payload_len: (udp_len - udp::HEADER_LEN) as u16,
             ..self.udp
@@ -370,7 +403,7 @@ impl IcrcContext {
         .emit(&mut udp::Packet::new_unchecked(
             &mut m[ipl..ipl + udp::HEADER_LEN],
         ));
-        Ok(crc_gathered(&mut m, ipl, head, rest))
+        ipl
     }
 
     /// Writes the IP header of a datagram with `udp_len` bytes of UDP at the start of `ip`;
@@ -425,6 +458,156 @@ impl IcrcContext {
         let crc = self.compute(&udp_payload[..at])?;
         udp_payload[at..].copy_from_slice(&to_wire(crc));
         Ok(())
+    }
+}
+
+/// Prefix CRCs: the CRC of the LRH stand-in and the masked IP and UDP headers — everything the
+/// ICRC covers before the BTH — kept per (context, UDP length), so that an ICRC costs the CRC of
+/// the BTH onwards only. In a stream every packet of a flow has one of a few lengths, and only
+/// the BTH (PSN, opcode) and what follows change from packet to packet.
+///
+/// The IPv4 Identification is covered by the ICRC (module docs) and differs between the
+/// segments of a GSO send. It is not part of the key: the CRC is affine, so the prefix CRC with
+/// ID `x` is the one with ID 0 XOR a difference that depends on `x` alone (the ID sits at the
+/// same distance from the prefix's end for every length), [`ident_delta`]. A few slots, filled
+/// round-robin; a miss computes the prefix as [`IcrcContext::compute_parts`] does.
+#[derive(Debug, Clone, Default)]
+pub struct IcrcPrefixCache {
+    /// (context with IPv4 ID 0, UDP length in bytes, prefix CRC with ID 0).
+    slots: [Option<(IcrcContext, usize, u32)>; PREFIX_SLOTS],
+    next: usize,
+}
+
+/// Prefix CRCs an [`IcrcPrefixCache`] keeps: data packets, ACKs and a short last packet.
+const PREFIX_SLOTS: usize = 4;
+
+/// Prefix bytes after the IPv4 Identification (header bytes 4–5): the rest of the IPv4 header
+/// (bytes 6–19) and the UDP header.
+const AFTER_IDENT: usize = ipv4::HEADER_LEN - 6 + udp::HEADER_LEN;
+
+/// The CRC register (reflected, initial value 0, no final XOR: a linear function of the input)
+/// of `data`, bit by bit; compile-time only.
+const fn raw_crc(data: &[u8]) -> u32 {
+    let mut c = 0u32;
+    let mut i = 0;
+    while i < data.len() {
+        c ^= data[i] as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        i += 1;
+    }
+    c
+}
+
+/// [`ident_delta`] of each single bit of the ID (bit `b` = ID `1 << b`).
+const IDENT_BASIS: [u32; 16] = {
+    let mut t = [0u32; 16];
+    let mut b = 0;
+    while b < 16 {
+        let mut e = [0u8; 2 + AFTER_IDENT];
+        let id = (1u16 << b).to_be_bytes();
+        e[0] = id[0];
+        e[1] = id[1];
+        t[b] = raw_crc(&e);
+        b += 1;
+    }
+    t
+};
+
+/// The prefix CRC with IPv4 ID `ident` XOR the one with ID 0 (same headers otherwise): the
+/// linear part of the CRC of the difference, the ID's two bytes followed by [`AFTER_IDENT`]
+/// zero bytes.
+#[inline]
+fn ident_delta(ident: u16) -> u32 {
+    let mut d = 0;
+    let mut x = ident;
+    while x != 0 {
+        d ^= IDENT_BASIS[x.trailing_zeros() as usize];
+        x &= x - 1;
+    }
+    d
+}
+
+impl IcrcPrefixCache {
+    /// An empty cache.
+    pub fn new() -> IcrcPrefixCache {
+        IcrcPrefixCache::default()
+    }
+
+    /// [`IcrcContext::compute_parts`] of `ctx` (the same result), from the cached prefix CRC.
+    ///
+    /// # Errors
+    /// As [`IcrcContext::compute_parts`].
+    #[inline]
+    pub fn compute_parts(&mut self, ctx: &IcrcContext, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
+        let udp_len = ctx.udp_len_of(head, rest)?;
+        let state = self.prefix(ctx, udp_len);
+        let mut m = [0u8; GATHER];
+        Ok(crc_tail(
+            Hasher::new_with_initial(state),
+            &mut m,
+            0,
+            head,
+            rest,
+        ))
+    }
+
+    /// [`IcrcContext::seal`] of `ctx`, from the cached prefix CRC.
+    ///
+    /// # Errors
+    /// As [`IcrcContext::seal`].
+    #[inline]
+    pub fn seal(&mut self, ctx: &IcrcContext, udp_payload: &mut [u8]) -> Result<()> {
+        if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        let at = udp_payload.len() - ICRC_LEN;
+        let crc = self.compute_parts(ctx, &udp_payload[..at], &[])?;
+        udp_payload[at..].copy_from_slice(&to_wire(crc));
+        Ok(())
+    }
+
+    /// The prefix CRC of `ctx`'s datagrams with `udp_len` bytes of UDP.
+    #[inline]
+    fn prefix(&mut self, ctx: &IcrcContext, udp_len: usize) -> u32 {
+        let (key, ident) = match ctx.ip {
+            IpRepr::V4(r) => {
+                let mut k = *ctx;
+                if let IpRepr::V4(kr) = &mut k.ip {
+                    kr.ident = 0;
+                }
+                (k, r.ident)
+            }
+            IpRepr::V6(_) => (*ctx, 0),
+        };
+        let hit = self
+            .slots
+            .iter()
+            .flatten()
+            .find(|(c, l, _)| *l == udp_len && *c == key)
+            .map(|&(_, _, crc)| crc);
+        let crc = match hit {
+            Some(crc) => crc,
+            None => {
+                let mut m = [0u8; GATHER];
+                let ipl = key.emit_headers(udp_len, &mut m);
+                mask_headers(&mut m, ipl);
+                let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
+                h.update(&m[..ipl + udp::HEADER_LEN]);
+                let crc = h.finalize();
+                self.slots[self.next] = Some((key, udp_len, crc));
+                self.next = (self.next + 1) % PREFIX_SLOTS;
+                crc
+            }
+        };
+        crc ^ ident_delta(ident)
     }
 }
 
@@ -507,6 +690,70 @@ mod test {
                 }
             }
         }
+    }
+
+    #[test]
+    fn prefix_cache_equals_compute_parts_and_is_never_stale() {
+        // Every call goes through one cache: contexts, lengths and IDs interleaved (one length
+        // for every context in turn, then the next), more (context, length) pairs than it has
+        // slots, each result against the uncached CRC. A cache keyed without the context, the
+        // length or the ID fails here.
+        let v4 = |a: u8, port: u16| {
+            IcrcContext::for_udp_socket_v4(
+                Ipv4Addr::new(10, 0, 0, a),
+                Ipv4Addr::new(10, 0, 0, 2),
+                port,
+                4791,
+            )
+        };
+        let v6 = IcrcContext::for_udp_socket_v6(
+            Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+            Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2),
+            49152,
+            4791,
+        );
+        let ctxs = [v4(1, 49152), v4(3, 49152), v4(1, 49153), v6];
+        let mut cache = IcrcPrefixCache::new();
+        let mut ib = vec![0u8; 4124 + ICRC_LEN];
+        for (i, b) in ib.iter_mut().enumerate() {
+            *b = (i * 29 + 11) as u8;
+        }
+        for round in 0..3u32 {
+            for len in [12, 16, 28, 60, GATHER, 1052, 4124] {
+                for (c, ctx) in ctxs.iter().enumerate() {
+                    for ident in [0u16, 1, 2, 5, 63, 0x718c, 0xffff] {
+                        let ctx = with_ident(ctx, ident);
+                        // A new PSN every time: only the headers before the BTH are cached.
+                        let psn = round * 1000 + c as u32 * 100 + ident as u32;
+                        ib[9..12].copy_from_slice(&psn.to_be_bytes()[1..]);
+                        let (head, tail) = ib[..len].split_at(12);
+                        let (a, b) = tail.split_at(tail.len() / 2);
+                        let want = ctx.compute_parts(head, &[a, b]).unwrap();
+                        assert_eq!(
+                            cache.compute_parts(&ctx, head, &[a, b]),
+                            Ok(want),
+                            "round {round} ctx {c} len {len} id {ident:#x}"
+                        );
+                        let mut sealed = ib[..len + ICRC_LEN].to_vec();
+                        cache.seal(&ctx, &mut sealed).unwrap();
+                        assert_eq!(from_wire(sealed[len..].try_into().unwrap()), want);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            cache.compute_parts(&v6, &ib[..11], &[]),
+            Err(Error::Truncated)
+        );
+    }
+
+    /// `ctx` with IPv4 Identification `ident`.
+    fn with_ident(ctx: &IcrcContext, ident: u16) -> IcrcContext {
+        let mut c = *ctx;
+        if let IpRepr::V4(r) = &mut c.ip {
+            r.ident = ident;
+        }
+        c
     }
 
     fn hex(s: &str) -> Vec<u8> {

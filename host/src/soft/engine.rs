@@ -26,7 +26,7 @@ use crate::soft::tx_batch::{
 use crate::soft::tx_spans::{self, Span, SpanMemory};
 use crate::soft::{headers, stats, udp_io};
 use crate::verbs::cq::CqInner;
-use crate::verbs::pd::{PdInner, PdMemory};
+use crate::verbs::pd::{LastMr, PdInner, PdMemory};
 use crate::verbs::qp::check_transition;
 use crate::verbs::{AccessFlags, DeviceInfo, QpAttr, QpCap, QpState, SoftConfig};
 
@@ -331,6 +331,8 @@ struct QpCore {
     lazy_send_acks: bool,
     /// Payload of the packets in `txbuf` that stays in its region until the send.
     spans: Vec<Span>,
+    /// The region the last span was read from (`PdMemory::resolve_cached`).
+    last_mr: LastMr,
 }
 
 impl QpShared {
@@ -544,6 +546,7 @@ impl SoftDevice {
                     recovery: Recovery::GoBackN,
                     txbuf: Vec::new(),
                     spans: Vec::new(),
+                    last_mr: LastMr::default(),
                     ack_hold: AckHold::default(),
                     last_req_opcode: 0,
                     last_req_solicited: false,
@@ -751,6 +754,7 @@ impl SoftDevice {
             last_req_solicited,
             lazy_send_acks,
             spans,
+            last_mr,
             ..
         } = core;
         let (Some(rc), Some(remote)) = (rc.as_mut(), *remote) else {
@@ -811,7 +815,7 @@ impl SoftDevice {
             }
             let at = batch.used;
             let n = if gather {
-                let mut mem = SpanMemory::new(&qp.pd, txbuf, spans);
+                let mut mem = SpanMemory::new(&qp.pd, txbuf, spans, last_mr);
                 rc.poll_transmit(now, &mut mem, &mut txbuf[at..at + MAX_PACKET - 4])
             } else {
                 rc.poll_transmit(
@@ -910,17 +914,24 @@ impl SoftDevice {
         if !region.is_live() {
             return false;
         }
-        for (i, (off, len)) in batch.packets().enumerate() {
-            match tx_spans::icrc_of(&with_ident(ctx, i as u16), buf, off, len, spans, &region) {
-                Ok(crc) => {
-                    buf[off + len - 4..off + len]
-                        .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc));
-                }
-                Err(e) => {
-                    tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
-                    return false;
+        let sealed = headers::with_tx_prefix(|cache| {
+            for (i, (off, len)) in batch.packets().enumerate() {
+                let ctx = with_ident(ctx, i as u16);
+                match tx_spans::icrc_of(cache, &ctx, buf, off, len, spans, &region) {
+                    Ok(crc) => {
+                        buf[off + len - 4..off + len]
+                            .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc));
+                    }
+                    Err(e) => {
+                        tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+                        return false;
+                    }
                 }
             }
+            true
+        });
+        if !sealed {
+            return false;
         }
         self.tx_sequence
             .fetch_add(batch.count as u64, Ordering::Relaxed);
@@ -973,7 +984,10 @@ impl SoftDevice {
             };
             let mut sealed = true;
             for (j, &(off, len)) in run.iter().enumerate() {
-                match tx_spans::icrc_of(&with_ident(ctx, j as u16), buf, off, len, spans, &region) {
+                let ctx = with_ident(ctx, j as u16);
+                match headers::with_tx_prefix(|cache| {
+                    tx_spans::icrc_of(cache, &ctx, buf, off, len, spans, &region)
+                }) {
                     Ok(crc) => buf[off + len - 4..off + len]
                         .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc)),
                     Err(e) => {
@@ -1105,7 +1119,7 @@ impl SoftDevice {
         remote: SocketAddr,
     ) -> bool {
         let len = pkt.len();
-        if let Err(e) = with_ident(ctx, ident).seal(pkt) {
+        if let Err(e) = headers::with_tx_prefix(|c| c.seal(&with_ident(ctx, ident), pkt)) {
             tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
             return false;
         }
@@ -1314,13 +1328,27 @@ impl SoftDevice {
         last_qp: &mut LastQp<QpShared>,
         now: Instant,
     ) -> Option<Arc<QpShared>> {
+        let ident = self.check_icrc(pkt, src, hint, solver)?;
+        self.deliver(pkt, src, ecn, ident, now, true, None, last_qp)
+    }
+
+    /// Counts a datagram from the UDP socket and checks its ICRC as
+    /// [`receive_udp`](Self::receive_udp) does: the IPv4 ID it verified with, or `None`
+    /// (counted in `icrc_errors`).
+    fn check_icrc(
+        &self,
+        pkt: &[u8],
+        src: SocketAddr,
+        hint: u16,
+        solver: &mut IdentSolver,
+    ) -> Option<u16> {
         bump(&self.counters.rx_packets);
-        let Some(ident) = solver.verify(&headers::context(src, self.local), pkt, hint) else {
+        let ident = solver.verify(&headers::context(src, self.local), pkt, hint);
+        if ident.is_none() {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
-            return None;
-        };
-        self.deliver(pkt, src, ecn, ident, now, true, None, last_qp)
+        }
+        ident
     }
 
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
@@ -1383,21 +1411,10 @@ impl SoftDevice {
             last = Some(now);
             // The packets of a GRO batch are processed first and their QP flushed once (ACKs,
             // responses, completions), not once per packet.
-            let mut unflushed = Unflushed::new(now);
-            for (k, (off, len)) in r.datagrams().enumerate() {
-                let qp = self.receive_udp(
-                    &buf[off..off + len],
-                    r.src,
-                    r.ecn,
-                    k as u16,
-                    ident,
-                    last_qp,
-                    now,
-                );
-                packets += 1;
-                unflushed.add(self, qp);
-            }
-            st.place_qpn = unflushed.finish(self);
+            let (n, place_qpn) =
+                self.deliver_batch(buf, r.datagrams(), r.src, r.ecn, ident, last_qp, now);
+            packets += n;
+            st.place_qpn = place_qpn;
         }
         (packets, last)
     }
@@ -1850,36 +1867,143 @@ impl SoftDevice {
         placed: Option<&Placed>,
         last_qp: &mut LastQp<QpShared>,
     ) -> Option<Arc<QpShared>> {
+        let parsed = self.parse_received(pkt, src, ident)?;
+        let Some(qp) = last_qp
+            .get(&self.qps, parsed.transport.bth.dest_qp)
+            .cloned()
+        else {
+            bump(&self.counters.unknown_qp);
+            return None;
+        };
+        let mut core = qp.lock();
+        self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, placed);
+        if defer_flush {
+            // The reference goes to the caller, who flushes after the batch.
+            drop(core);
+            return Some(qp);
+        }
+        self.flush_at(&qp, &mut core, false, now);
+        None
+    }
+
+    /// The packets `datagrams` of one receive (a datagram or a GRO batch, from `src` with
+    /// ECN `ecn`) in `buf`: each ICRC checked (the hint for packet `k` is `k`) and delivered,
+    /// a run of packets for the same QP (a stream's batch) under one lock of that QP and one
+    /// reference to it, then flushed once. Returns the packets processed and the QPN of the
+    /// last QP delivered to when its responder is in the middle of a WRITE (`rx_place`).
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_batch(
+        &self,
+        buf: &[u8],
+        datagrams: impl Iterator<Item = (usize, usize)>,
+        src: SocketAddr,
+        ecn: u8,
+        solver: &mut IdentSolver,
+        last_qp: &mut LastQp<QpShared>,
+        now: Instant,
+    ) -> (usize, Option<u32>) {
+        let mut packets = 0;
+        let mut place_qpn = None;
+        let mut dgs = datagrams.enumerate().peekable();
+        // A packet whose ICRC checks out, parsed; `None` when it was dropped (and counted).
+        let mut accept = |k: usize, (off, len): (usize, usize)| {
+            let pkt = &buf[off..off + len];
+            let ident = self.check_icrc(pkt, src, k as u16, solver)?;
+            self.parse_received(pkt, src, ident)
+        };
+        while let Some((k, at)) = dgs.next() {
+            packets += 1;
+            let Some(parsed) = accept(k, at) else {
+                continue;
+            };
+            let Some(qp) = last_qp
+                .get(&self.qps, parsed.transport.bth.dest_qp)
+                .cloned()
+            else {
+                bump(&self.counters.unknown_qp);
+                continue;
+            };
+            let mut core = qp.lock();
+            self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, None);
+            // The packets after it for the same QP, under the same lock, each while the table
+            // still holds the QP (one atomic load: `LastQp`): a QP destroyed meanwhile gets no
+            // more of them than a lookup per packet would give it.
+            while let Some(&(k, (off, len))) = dgs.peek() {
+                let next = rdmesh_core::wire::bth::Packet::new_checked(&buf[off..off + len]);
+                if next.map(|b| b.dest_qp()) != Ok(qp.qpn)
+                    || !last_qp
+                        .get(&self.qps, qp.qpn)
+                        .is_some_and(|q| Arc::ptr_eq(q, &qp))
+                {
+                    break;
+                }
+                dgs.next();
+                packets += 1;
+                if let Some(parsed) = accept(k, (off, len)) {
+                    self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, None);
+                }
+            }
+            self.flush_at(&qp, &mut core, false, now);
+            place_qpn = core
+                .rc
+                .as_ref()
+                .and_then(|rc| rc.write_cursor())
+                .map(|_| qp.qpn);
+        }
+        (packets, place_qpn)
+    }
+
+    /// Records a received packet whose ICRC checked out in the capture and parses it (a CNP
+    /// counted in `cnp_received`); `None` (counted in `malformed`) when it does not parse.
+    fn parse_received<'p>(
+        &self,
+        pkt: &'p [u8],
+        src: SocketAddr,
+        ident: u16,
+    ) -> Option<IbPacket<'p>> {
         if self.capture_received {
             if let Some(cap) = &self.capture {
                 cap.record(src, self.local, self.tos, ident, pkt);
             }
         }
-        let parsed = match IbPacket::parse(pkt) {
-            Ok(p) => p,
+        match IbPacket::parse(pkt) {
+            Ok(p) => {
+                if p.transport.bth.opcode == Opcode::Cnp {
+                    bump(&self.counters.cnp_received);
+                }
+                Some(p)
+            }
             Err(e) => {
                 bump(&self.counters.malformed);
                 tracing::debug!(%src, error = %e, "malformed RoCE packet dropped");
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Hands the parsed packet `parsed` from `src` to `qp`, whose lock the caller holds
+    /// (`core`), unless it did not come from the QP's peer; no flush.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn deliver_locked(
+        &self,
+        qp: &QpShared,
+        core: &mut QpCore,
+        parsed: &IbPacket<'_>,
+        src: SocketAddr,
+        ecn: u8,
+        now: Instant,
+        placed: Option<&Placed>,
+    ) {
         let hdr = parsed.transport;
         let is_cnp = hdr.bth.opcode == Opcode::Cnp;
-        if is_cnp {
-            bump(&self.counters.cnp_received);
-        }
-        let Some(qp) = last_qp.get(&self.qps, hdr.bth.dest_qp).cloned() else {
-            bump(&self.counters.unknown_qp);
-            return None;
-        };
-        let mut core = qp.lock();
         // CNPs may come from any source port (NICs send them from port 0 or a hashed one).
         let from_peer = core
             .remote
             .is_some_and(|r| is_from_peer(r, src) || (is_cnp && r.ip() == src.ip()));
         if !from_peer {
             bump(&self.counters.wrong_source);
-            return None;
+            return;
         }
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
         let ecn = match &self.impair {
@@ -1903,13 +2027,6 @@ impl SoftDevice {
             core.last_req_opcode = u8::from(hdr.bth.opcode);
             core.last_req_solicited = hdr.bth.solicited;
         }
-        if defer_flush {
-            // The reference goes to the caller, who flushes after the batch.
-            drop(core);
-            return Some(qp);
-        }
-        self.flush_at(&qp, &mut core, false, now);
-        None
     }
 
     /// Writes the counter snapshot `rdmesh stats` reads (device first, then each QP, so a

@@ -19,7 +19,7 @@
 //! on the real header by the raw receive path instead.
 
 use rdmesh_core::wire::ib_packet::ICRC_LEN;
-use rdmesh_core::wire::icrc::{from_wire, IcrcContext};
+use rdmesh_core::wire::icrc::{from_wire, IcrcContext, IcrcPrefixCache};
 use rdmesh_core::wire::IpRepr;
 
 use crate::soft::udp_io::MAX_GSO_SEGMENTS;
@@ -39,6 +39,8 @@ pub(crate) struct IdentSolver {
     /// `(IB length, L(1 << b) for each bit b)`, filled round-robin.
     cache: [(usize, [u32; BITS]); CACHE],
     next: usize,
+    /// The CRCs of the headers before the BTH (ID 0), per context and length.
+    prefix: IcrcPrefixCache,
 }
 
 impl IdentSolver {
@@ -81,7 +83,7 @@ impl IdentSolver {
         let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
         let got = from_wire(icrc);
         let ctx0 = with_ident(ctx, 0);
-        let delta = ctx0.compute_parts(head, rest).ok()? ^ got;
+        let delta = self.prefix.compute_parts(&ctx0, head, rest).ok()? ^ got;
         if delta == 0 {
             return Some(0);
         }

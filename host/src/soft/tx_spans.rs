@@ -17,10 +17,11 @@ use std::io::IoSlice;
 use std::sync::Arc;
 
 use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
+use rdmesh_core::wire::icrc::IcrcPrefixCache;
 use rdmesh_core::wire::IcrcContext;
 
 use crate::verbs::mr::{Backing, MrInner};
-use crate::verbs::pd::{PdInner, PdMemory};
+use crate::verbs::pd::{LastMr, PdInner, PdMemory};
 
 /// Payload reads of at least this many bytes are recorded as spans instead of copied.
 pub(crate) const MIN_SPAN: usize = 1024;
@@ -48,16 +49,24 @@ pub(crate) struct SpanMemory<'a> {
     len: usize,
     /// Spans recorded, in buffer order.
     pub(crate) spans: &'a mut Vec<Span>,
+    /// The region the last span read (a stream's packets read one).
+    last_mr: &'a mut LastMr,
 }
 
 impl<'a> SpanMemory<'a> {
-    /// Records reads landing in `buf` into `spans`.
-    pub(crate) fn new(pd: &'a PdInner, buf: &[u8], spans: &'a mut Vec<Span>) -> SpanMemory<'a> {
+    /// Records reads landing in `buf` into `spans`, resolving their regions through `last_mr`.
+    pub(crate) fn new(
+        pd: &'a PdInner,
+        buf: &[u8],
+        spans: &'a mut Vec<Span>,
+        last_mr: &'a mut LastMr,
+    ) -> SpanMemory<'a> {
         SpanMemory {
             pd,
             base: buf.as_ptr() as usize,
             len: buf.len(),
             spans,
+            last_mr,
         }
     }
 }
@@ -75,7 +84,8 @@ impl MemoryAccess for SpanMemory<'_> {
         if !payload || out.len() < MIN_SPAN || at + out.len() > self.len {
             return PdMemory(self.pd).read(key, va, out, kind);
         }
-        let (mr, offset) = PdMemory(self.pd).resolve(key, va, out.len() as u64, kind)?;
+        let (mr, offset) =
+            PdMemory(self.pd).resolve_cached(self.last_mr, key, va, out.len() as u64, kind)?;
         self.spans.push(Span {
             at,
             len: out.len(),
@@ -146,9 +156,12 @@ fn pieces<'b>(
     mut f: impl FnMut(&'b [u8]),
 ) {
     let mut pos = range.start;
-    for s in spans
+    // Spans are in buffer order and do not overlap: those inside the range are a run, found
+    // by a binary search (a batch's packets would otherwise each scan every span).
+    let first = spans.partition_point(|s| s.at < range.start);
+    for s in spans[first..]
         .iter()
-        .filter(|s| s.at >= range.start && s.at + s.len <= range.end)
+        .take_while(|s| s.at + s.len <= range.end)
     {
         if s.at > pos {
             f(&buf[pos..s.at]);
@@ -162,10 +175,11 @@ fn pieces<'b>(
 }
 
 /// The ICRC of the packet `buf[off..off + len]` (its last 4 bytes are the ICRC's place) with
-/// its payload spans read from `region`.
+/// its payload spans read from `region`, through the prefix CRCs of `cache`.
 ///
 /// Errors: as [`IcrcContext::compute_parts`].
 pub(crate) fn icrc_of(
+    cache: &mut IcrcPrefixCache,
     ctx: &IcrcContext,
     buf: &[u8],
     off: usize,
@@ -188,7 +202,7 @@ pub(crate) fn icrc_of(
     if overflow || n == 0 {
         return Err(rdmesh_core::wire::Error::BadLength);
     }
-    ctx.compute_parts(parts[0], &parts[1..n])
+    cache.compute_parts(ctx, parts[0], &parts[1..n])
 }
 
 /// Calls `f` with the iovecs of `buf[range]` (whole packets), span bytes taken from `region`.
@@ -255,8 +269,26 @@ mod test {
         ];
         let used = 2016 + 1516;
         let guard = mr.lock();
-        let c0 = icrc_of(&ctx, &buf, 0, 2016, &spans, &guard).unwrap();
-        let c1 = icrc_of(&ctx, &buf, 2016, 1516, &spans, &guard).unwrap();
+        let c0 = icrc_of(
+            &mut IcrcPrefixCache::new(),
+            &ctx,
+            &buf,
+            0,
+            2016,
+            &spans,
+            &guard,
+        )
+        .unwrap();
+        let c1 = icrc_of(
+            &mut IcrcPrefixCache::new(),
+            &ctx,
+            &buf,
+            2016,
+            1516,
+            &spans,
+            &guard,
+        )
+        .unwrap();
         let gathered = with_iovecs(&buf, 0..used, &spans, &guard, |iov| {
             iov.iter()
                 .flat_map(|s| s.iter().copied())

@@ -1,7 +1,7 @@
 //! Protection domains: the scope of memory regions and QPs (IBTA vol. 1 §10.2.3,
 //! libibverbs `ibv_alloc_pd`). A QP may only touch regions of its own PD.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
@@ -21,15 +21,28 @@ static NEXT_KEY_INDEX: AtomicU32 = AtomicU32::new(1);
 #[derive(Debug, Default)]
 pub(crate) struct PdInner {
     mrs: RwLock<KeyMap<Arc<MrInner>>>,
+    /// Advanced (under the write lock) by every registration and deregistration ([`LastMr`]).
+    generation: AtomicU64,
 }
 
 impl PdInner {
     pub(crate) fn deregister(&self, key: u32) {
-        self.mrs
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key);
+        let mut mrs = self.mrs.write().unwrap_or_else(|p| p.into_inner());
+        if mrs.remove(&key).is_some() {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
     }
+}
+
+/// The region the last [`PdMemory::resolve_cached`] through it found, valid while its PD's
+/// generation stands (as the receive path's last QP, `soft::qp_table`): a stream's packets
+/// read one region, and a hit costs one atomic load instead of the table's `RwLock` (two
+/// locked read-modify-writes) and a hash probe. A region deregistered, or its key
+/// registered again, changes the generation. The access checks run on every call.
+#[derive(Debug, Default)]
+pub(crate) struct LastMr {
+    /// (key, PD generation when it was looked up, region).
+    last: Option<(u32, u64, Arc<MrInner>)>,
 }
 
 /// A protection domain.
@@ -196,6 +209,7 @@ fn insert(
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, inner.clone());
+        pd.generation.fetch_add(1, Ordering::Release);
     }
     tracing::debug!(
         key = format_args!("{key:#x}"),
@@ -241,22 +255,58 @@ impl PdMemory<'_> {
     ) -> core::result::Result<R, MemError> {
         let mrs = self.0.mrs.read().unwrap_or_else(|p| p.into_inner());
         let mr = mrs.get(&key).ok_or(MemError::InvalidKey)?;
-        let needed = match kind {
-            AccessKind::LocalRead => AccessFlags::NONE,
-            AccessKind::LocalWrite => AccessFlags::LOCAL_WRITE,
-            AccessKind::RemoteRead => AccessFlags::REMOTE_READ,
-            AccessKind::RemoteWrite => AccessFlags::REMOTE_WRITE,
-            AccessKind::RemoteAtomic => AccessFlags::REMOTE_ATOMIC,
-        };
-        if !mr.access.contains(needed) {
-            return Err(MemError::AccessDenied);
+        f(mr, offset_in(mr, va, len, kind)?)
+    }
+
+    /// [`resolve`](Self::resolve) through `cache`, the caller's last region: the PD's table is
+    /// read only when the key or the PD's generation differs from the cached one's. The same
+    /// checks, errors and result as `resolve`.
+    pub(crate) fn resolve_cached(
+        &self,
+        cache: &mut LastMr,
+        key: u32,
+        va: u64,
+        len: u64,
+        kind: AccessKind,
+    ) -> core::result::Result<(Arc<MrInner>, usize), MemError> {
+        // Acquire: pairs with the Release of a change, so a generation seen unchanged means
+        // the table held this region for `key` when it was read.
+        let generation = self.0.generation.load(Ordering::Acquire);
+        if let Some((k, g, mr)) = &cache.last {
+            if *k == key && *g == generation {
+                return Ok((mr.clone(), offset_in(mr, va, len, kind)?));
+            }
         }
-        let size = mr.len() as u64;
-        let off = va.checked_sub(mr.addr).ok_or(MemError::OutOfBounds)?;
-        match off.checked_add(len) {
-            Some(end) if end <= size => f(mr, off as usize),
-            _ => Err(MemError::OutOfBounds),
-        }
+        let (mr, off) = self.resolve(key, va, len, kind)?;
+        cache.last = Some((key, generation, mr.clone()));
+        Ok((mr, off))
+    }
+}
+
+/// The offset of `va` in `mr` when `[va, va + len)` lies inside it and it grants `kind`.
+///
+/// Errors: [`MemError::AccessDenied`], [`MemError::OutOfBounds`].
+fn offset_in(
+    mr: &MrInner,
+    va: u64,
+    len: u64,
+    kind: AccessKind,
+) -> core::result::Result<usize, MemError> {
+    let needed = match kind {
+        AccessKind::LocalRead => AccessFlags::NONE,
+        AccessKind::LocalWrite => AccessFlags::LOCAL_WRITE,
+        AccessKind::RemoteRead => AccessFlags::REMOTE_READ,
+        AccessKind::RemoteWrite => AccessFlags::REMOTE_WRITE,
+        AccessKind::RemoteAtomic => AccessFlags::REMOTE_ATOMIC,
+    };
+    if !mr.access.contains(needed) {
+        return Err(MemError::AccessDenied);
+    }
+    let size = mr.len() as u64;
+    let off = va.checked_sub(mr.addr).ok_or(MemError::OutOfBounds)?;
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(off as usize),
+        _ => Err(MemError::OutOfBounds),
     }
 }
 
@@ -316,5 +366,88 @@ impl MemoryAccess for PdMemory<'_> {
             }
             Ok(orig)
         })
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Registers `len` bytes at `addr` on `pd` (deregistered when the region drops).
+    fn reg(pd: &Arc<PdInner>, addr: u64, len: usize, access: AccessFlags) -> MemoryRegion {
+        insert(
+            vec![pd.clone()],
+            Backing::Owned(vec![0; len].into_boxed_slice()),
+            addr,
+            len,
+            access,
+        )
+    }
+
+    #[test]
+    fn last_mr_is_never_stale_and_checks_every_access() {
+        let pd = Arc::new(PdInner::default());
+        let mem = PdMemory(&pd);
+        let mut c = LastMr::default();
+        let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
+        let mr_a = reg(&pd, 0x1000, 4096, rw);
+        let mr_b = reg(&pd, 0x9000, 512, AccessFlags::NONE);
+        let (a, b) = (mr_a.rkey(), mr_b.rkey());
+        let read = AccessKind::LocalRead;
+        let at = |r: core::result::Result<(Arc<MrInner>, usize), MemError>| {
+            r.map(|(mr, off)| (mr.rkey, off))
+        };
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0x1010, 16, read)),
+            Ok((a, 0x10))
+        );
+        // Cached: the checks still run on the cached region.
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0x1ff0, 16, read)),
+            Ok((a, 0xff0))
+        );
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0x1ff1, 16, read)),
+            Err(MemError::OutOfBounds)
+        );
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0xff0, 16, read)),
+            Err(MemError::OutOfBounds)
+        );
+        // Another key is not the cached region.
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            Ok((b, 0))
+        );
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, b, 0x9000, 8, AccessKind::RemoteRead)),
+            Err(MemError::AccessDenied)
+        );
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0x1000, 8, AccessKind::RemoteWrite)),
+            Ok((a, 0))
+        );
+        // Deregistered while cached: the cache must not keep resolving it.
+        drop(mr_a);
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, a, 0x1000, 8, read)),
+            Err(MemError::InvalidKey)
+        );
+        // A cached region, then another registration and its deregistration: still right.
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            Ok((b, 0))
+        );
+        let mr_d = reg(&pd, 0x20000, 64, rw);
+        drop(mr_b);
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            Err(MemError::InvalidKey)
+        );
+        let d = mr_d.rkey();
+        assert_eq!(
+            at(mem.resolve_cached(&mut c, d, 0x20000, 64, read)),
+            Ok((d, 0))
+        );
     }
 }
