@@ -2292,11 +2292,11 @@ mod test {
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
-    /// Posts a 4 KiB WRITE from `from` to `to`, waits 60 ms (the ACK timeout of code 12,
-    /// 16.8 ms, passes three times) and returns `from`'s QP counters then.
-    fn write_and_wait(from: &End, to: &End) -> RcCounters {
+    /// Posts a 4 KiB WRITE from `from` to `to`, waits `wait` and returns `from`'s QP counters
+    /// then.
+    fn write_and_wait(from: &End, to: &End, wait: Duration) -> RcCounters {
         from.post_write_to(to, 4096, 1);
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(wait);
         from.qp.counters()
     }
 
@@ -2309,18 +2309,19 @@ mod test {
     /// socket: here the requester's receive is held by a "thread blocked in the kernel" (the
     /// test holds `rx` with `rx_blocked` set, as an application thread woken in its blocking
     /// receive but waiting for a CPU would) from before the WRITE until three ACK timeouts
-    /// (code 12, 16.8 ms: long enough that the ACK is surely there when it is due, even on a
-    /// loaded machine) have passed. The progress thread leaves the timers to the holder
+    /// (code 14, 67.1 ms: long enough that the ACK is surely there when it is due, even on a
+    /// loaded machine; with code 12, 16.8 ms, a CI run on a busy 2-core machine once saw the
+    /// responder's ACK arrive after the first expiry) have passed. The progress thread leaves the timers to the holder
     /// instead of timing out (before: a timeout per expiry, each resending the WRITE). Once
     /// the receive is released the WRITE completes with no timeout counted.
     #[test]
     fn no_retransmit_timeout_while_the_ack_waits_in_the_socket() {
         let (a, b) = (open(243), open(244));
-        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 14);
         let dev = soft(&a);
         let held = dev.rx.lock().unwrap();
         dev.rx_blocked.store(true, Ordering::SeqCst);
-        let c = write_and_wait(&ea, &eb);
+        let c = write_and_wait(&ea, &eb, Duration::from_millis(210));
         assert!(
             super::wait_readable(&dev.socket, Duration::ZERO),
             "the ACK should wait in the requester's socket"
@@ -2345,7 +2346,8 @@ mod test {
         let held_b = db.rx.lock().unwrap();
         let held_a = da.rx.lock().unwrap();
         da.rx_blocked.store(true, Ordering::SeqCst);
-        let c = write_and_wait(&ea, &eb);
+        // Three expiries of code 12 (16.8 ms).
+        let c = write_and_wait(&ea, &eb, Duration::from_millis(60));
         assert!(c.timeouts >= 1, "{c:?}");
         da.rx_blocked.store(false, Ordering::SeqCst);
         drop(held_a);
