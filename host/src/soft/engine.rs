@@ -561,8 +561,20 @@ impl SoftDevice {
         ))
     }
 
-    pub(crate) fn destroy_qp(&self, qpn: u32) {
-        self.qps.remove(qpn);
+    /// Destroys QP `qp`: takes it out of the QP table, then, under its lock, drops its
+    /// transport state and returns it to RESET. A receive run that holds the lock (or looked
+    /// the QP up just before the removal) finishes first, and any packet handled through a
+    /// reference taken before the removal finds no transport state: once this returns, no
+    /// packet is handled for the QP and no ACK, NAK or response leaves for it, so a region
+    /// deregistered afterwards is never written or NAKed on its behalf: to its peer the QP
+    /// is gone, as a destroyed hardware QP is (the peer's retries run out: RETRY_EXC_ERR).
+    pub(crate) fn destroy_qp(&self, qp: &QpShared) {
+        self.qps.remove(qp.qpn);
+        let mut core = qp.lock();
+        core.rc = None;
+        core.remote = None;
+        core.rtr = None;
+        core.state = QpState::Reset;
     }
 
     pub(crate) fn modify_qp(&self, qp: &QpShared, attr: &QpAttr) -> Result<()> {
@@ -2353,5 +2365,44 @@ mod test {
         drop(held_a);
         drop(held_b);
         completes(&ea);
+    }
+
+    /// A packet handled through a reference to a QP taken before the QP was destroyed (as a
+    /// receive run that looked the QP up just before the removal does) finds no transport
+    /// state: the region deregistered after the destroy is not NAKed on the dead QP's behalf,
+    /// and the requester sees its peer gone (RETRY_EXC_ERR), not REM_ACCESS_ERR. Before, the
+    /// dead QP's responder NAKed the WRITE; CI once saw this in `dead_peer_selective`.
+    #[test]
+    fn a_destroyed_qp_handles_no_packet_taken_before_the_destroy() {
+        let (a, b) = (open(247), open(248));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 10);
+        let db = soft(&b);
+        let mut held = db.rx.lock().unwrap();
+        db.rx_blocked.store(true, Ordering::SeqCst);
+        // One packet (WRITE Only): the socket may coalesce a stream's datagrams (GRO).
+        ea.post_write_to(&eb, 1024, 1);
+        assert!(super::wait_readable(&db.socket, Duration::from_secs(5)));
+        let mut buf = vec![0u8; 9000];
+        let (n, src) = db.socket.recv_from(&mut buf).unwrap();
+        let ident = db.check_icrc(&buf[..n], src, 0, &mut held.ident);
+        assert!(ident.is_some(), "the WRITE checks out");
+        let parsed = super::IbPacket::parse(&buf[..n]).unwrap();
+        // The receive run's reference, then the destroy and the deregistration.
+        let qp = db.qps.get(eb.qp.qp_num()).unwrap();
+        let End {
+            mr, qp: verbs_qp, ..
+        } = eb;
+        drop(verbs_qp);
+        drop(mr);
+        let now = db.now();
+        let mut core = qp.lock();
+        db.deliver_locked(&qp, &mut core, &parsed, src, 0, now, None);
+        db.flush_at(&qp, &mut core, false, now);
+        drop(core);
+        db.rx_blocked.store(false, Ordering::SeqCst);
+        drop(held);
+        // Code 10 (4.2 ms) and 7 retries: the retries run out within about 34 ms.
+        let wc = ea.completion(Duration::from_secs(10));
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RetryExcErr));
     }
 }

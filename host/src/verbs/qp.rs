@@ -605,7 +605,7 @@ impl QueuePair {
 impl Drop for QueuePair {
     fn drop(&mut self) {
         if let QpKind::Soft { shared, device } = &self.kind {
-            device.destroy_qp(shared.qpn);
+            device.destroy_qp(shared);
         }
     }
 }
