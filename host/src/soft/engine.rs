@@ -176,6 +176,10 @@ pub(crate) struct SoftDevice {
     tx_sequence: AtomicU64,
     /// The impairment layer (`SoftConfig::impair`).
     impair: Option<Mutex<Impairer>>,
+    /// The layer may hold packets back (delay, reorder): the progress thread releases them.
+    impair_holds: bool,
+    /// The layer CE-marks received packets: each ECN-capable one takes its lock.
+    impair_ce: bool,
     /// DCQCN for every QP (`SoftConfig::dcqcn`).
     dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
     /// Counter snapshots for `rdmesh stats` (`None` with `RDMESH_STATS=0`).
@@ -478,6 +482,8 @@ impl SoftDevice {
             corrupt_tx_icrc: config.corrupt_tx_icrc,
             tx_sequence: AtomicU64::new(0),
             impair: config.impair.map(|i| Mutex::new(Impairer::new(i))),
+            impair_holds: config.impair.is_some_and(|i| i.holds_packets()),
+            impair_ce: config.impair.is_some_and(|i| i.ce > 0.0),
             dcqcn: config.dcqcn,
             stats: stats::Publisher::new(&info_name, local.port()),
             gso: AtomicBool::new(gso),
@@ -986,7 +992,6 @@ impl SoftDevice {
         if !region.is_live() {
             return false;
         }
-        let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         // The run of passing packets: (offset, length) of each.
         let mut run: Vec<(usize, usize)> = Vec::with_capacity(batch.count);
@@ -1026,7 +1031,9 @@ impl SoftDevice {
             };
         };
         for (off, len) in batch.packets() {
-            match imp.decide() {
+            // The layer's lock only for each decision (see `send_impaired`).
+            let fate = lock_impairer(imp).decide();
+            match fate {
                 Fate::Pass => run.push((off, len)),
                 Fate::Drop => flush(&mut run, buf),
                 Fate::Alter(plan) => {
@@ -1037,7 +1044,7 @@ impl SoftDevice {
                     });
                     self.tx_sequence.fetch_add(1, Ordering::Relaxed);
                     if with_ident(ctx, 0).seal(&mut pkt).is_ok() {
-                        imp.apply(plan, now, remote, &pkt, &mut out);
+                        lock_impairer(imp).apply(plan, now, remote, &pkt, &mut out);
                         for (dst, p) in out.drain(..) {
                             self.send_now(&p, dst);
                         }
@@ -1163,7 +1170,6 @@ impl SoftDevice {
         remote: SocketAddr,
     ) {
         let now = self.now().0;
-        let mut imp = imp.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         // The run of passing packets being gathered: its offset in `buf` and its packets.
         let mut run = (0usize, TxBatch::new(udp_io::MAX_GSO_SEGMENTS));
@@ -1186,7 +1192,13 @@ impl SoftDevice {
             b.clear();
         };
         for (off, len) in batch.packets() {
-            match imp.decide() {
+            // The layer's lock is taken for each decision and released before any sealing or
+            // sending: the device's other sending thread, and its receiving thread, never wait
+            // for this thread's `sendmsg` (held across the batch, a GSO send into loopback
+            // made them block on the lock and cost a lossy run goodput that a loss-free run,
+            // which has no layer, did not pay).
+            let fate = lock_impairer(imp).decide();
+            match fate {
                 Fate::Pass => {
                     if run.1.count == 0 {
                         run.0 = off;
@@ -1198,7 +1210,7 @@ impl SoftDevice {
                     flush(&mut run, buf);
                     let pkt = &mut buf[off..off + len];
                     if self.seal_one(qp, pkt, 0, ctx, remote) {
-                        imp.apply(plan, now, remote, pkt, &mut out);
+                        lock_impairer(imp).apply(plan, now, remote, pkt, &mut out);
                         for (dst, p) in out.drain(..) {
                             self.send_now(&p, dst);
                         }
@@ -1259,22 +1271,31 @@ impl SoftDevice {
             self.send_now(pkt, remote);
             return;
         };
-        let mut out = Vec::new();
-        imp.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .submit(self.now().0, remote, pkt, &mut out);
-        for (dst, p) in out {
-            self.send_now(&p, dst);
+        // `Impairer::submit`'s steps, with the lock released before sending and no copy of a
+        // packet that simply passes.
+        let fate = lock_impairer(imp).decide();
+        match fate {
+            Fate::Drop => {}
+            Fate::Pass => self.send_now(pkt, remote),
+            Fate::Alter(plan) => {
+                let mut out = Vec::new();
+                let now = self.now().0;
+                lock_impairer(imp).apply(plan, now, remote, pkt, &mut out);
+                for (dst, p) in out {
+                    self.send_now(&p, dst);
+                }
+            }
         }
     }
 
     /// Sends the impaired packets whose hold time is over (progress thread).
     fn release_impaired(&self) {
-        let Some(imp) = &self.impair else { return };
+        let Some(imp) = self.impair.as_ref().filter(|_| self.impair_holds) else {
+            return;
+        };
         let mut out = Vec::new();
-        imp.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .release(self.now().0, &mut out);
+        let now = self.now().0;
+        lock_impairer(imp).release(now, &mut out);
         for (dst, p) in out {
             self.send_now(&p, dst);
         }
@@ -2020,8 +2041,9 @@ impl SoftDevice {
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
         let ecn = match &self.impair {
             Some(imp)
-                if (ecn == 0b10 || ecn == 0b01)
-                    && imp.lock().unwrap_or_else(|p| p.into_inner()).mark_ce() =>
+                if self.impair_ce
+                    && (ecn == 0b10 || ecn == 0b01)
+                    && lock_impairer(imp).mark_ce() =>
             {
                 0b11
             }
@@ -2282,6 +2304,12 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
 /// Waits up to `timeout` (hrtimer precision) for `fd` to become readable; `false` on timeout
 /// or interruption (the caller loops), `true` when readable or on a poll error (the following
 /// receive then reports it).
+/// The impairment layer `imp`, locked (a thread that panicked holding it left it usable: its
+/// state is a random stream and queues of whole packets).
+fn lock_impairer(imp: &Mutex<Impairer>) -> MutexGuard<'_, Impairer> {
+    imp.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let ts = Timespec {

@@ -2,8 +2,9 @@
 //! delays sent packets, and CE-marks received ones, each with a given probability, so that
 //! loss recovery and congestion control can be exercised without a lossy network.
 //!
-//! The transmit side sits between the RC engine and `send_to`: every sealed packet is handed to
-//! [`Impairer::submit`], which says what leaves now; held packets (delay, reorder) leave from
+//! The transmit side sits between the RC engine and `send_to`: every packet's fate is drawn
+//! ([`Impairer::decide`]) and an altered one handed to [`Impairer::apply`], which says what
+//! leaves now; held packets (delay, reorder) leave from
 //! [`Impairer::release`], called by the progress thread. The receive side
 //! ([`Impairer::mark_ce`]) models a switch that marks ECN-capable packets Congestion
 //! Experienced (RFC 3168 §5), so the notification point sees CE without kernel help.
@@ -270,7 +271,10 @@ impl Impairer {
     }
 
     /// Takes one sealed packet (ICRC included) for `dst` at `now_ns` and appends what must be
-    /// sent now, in order, to `out` ([`Self::decide`], then [`Self::apply`] unless dropped).
+    /// sent now, in order, to `out` ([`Self::decide`], then [`Self::apply`] unless dropped):
+    /// the two steps a sender takes, as one (the soft device takes them apart, to send a
+    /// packet that passes without copying it and with the lock released).
+    #[cfg(test)]
     pub(crate) fn submit(
         &mut self,
         now_ns: u64,
