@@ -1,6 +1,7 @@
 //! `rdmesh bench`'s references and run shapes: `--compare-tcp` and `--compare-udp` run their
 //! peer in a separate process (`rdmesh reference-peer`) and print a ratio, `--cpus` pins every
-//! thread of the run and the reference's process, and `-q N` runs N QP pairs with an aggregate.
+//! thread of the run and the reference's process, `-q N` runs N QP pairs with an aggregate, and
+//! `--compare-loss-free` interleaves loss-free and impaired periods on one connection.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,6 +66,53 @@ fn tcp_and_udp_references_print_ratios() {
         "--compare-udp",
     ]);
     ratio(&out, "rdmesh/UDP average bandwidth");
+}
+
+/// `--compare-loss-free`: impaired and loss-free periods alternate; the drops happen, the ratio
+/// is printed, and the flag refuses a run without an impairment to switch.
+#[test]
+fn compare_loss_free_alternates_periods_on_one_connection() {
+    let out = bench(&[
+        "write",
+        "--loopback",
+        "-s",
+        "64K",
+        "-D",
+        "1.2",
+        "--impair",
+        "loss=1%,seed=3",
+        "--compare-loss-free",
+        "--counters",
+    ]);
+    let r = ratio(&out, "impaired / loss-free periods");
+    assert!(r < 5.0, "{out}");
+    assert!(out.contains("alternating periods of 250 ms"), "{out}");
+    let dropped: u64 = out
+        .lines()
+        .find(|l| l.contains("counters client device"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("impair.dropped="))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no impair.dropped in\n{out}"));
+    assert!(dropped > 0, "{out}");
+    let mut c = Command::new(rdmesh_bin());
+    c.args([
+        "bench",
+        "write",
+        "--loopback",
+        "-n",
+        "10",
+        "--compare-loss-free",
+    ])
+    .env("RDMESH_STATS", "0");
+    let o = run_bounded(c, Duration::from_secs(60));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("needs --loopback and --impair"),
+        "{o:?}"
+    );
 }
 
 #[test]

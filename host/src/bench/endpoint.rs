@@ -40,6 +40,8 @@ pub struct DeviceChoice {
     pub corrupt_tx_icrc: Option<u64>,
     /// Seeded impairment of this end's packets (`SoftConfig::impair`).
     pub impair: Option<crate::soft::Impairment>,
+    /// Turns `impair` on and off while the run goes (`SoftConfig::impair_switch`).
+    pub impair_switch: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// DCQCN congestion control of this end's QP (`SoftConfig::dcqcn`; `None` = no rate limit).
     pub dcqcn: Option<rdmesh_core::cc::DcqcnConfig>,
     /// The provider (`--provider`): soft, the device model on a UDP socket, or a vfio
@@ -87,6 +89,7 @@ impl Endpoint {
         cfg.raw_receive = choice.raw_receive;
         cfg.corrupt_tx_icrc = choice.corrupt_tx_icrc;
         cfg.impair = choice.impair;
+        cfg.impair_switch = choice.impair_switch.clone();
         cfg.dcqcn = choice.dcqcn;
         let device = match choice.udp_port {
             Some(p) => {

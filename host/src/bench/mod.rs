@@ -3,6 +3,7 @@
 pub mod affinity;
 pub mod counters;
 pub mod endpoint;
+pub mod loss_split;
 pub mod oob;
 pub mod pattern;
 pub mod perftest;

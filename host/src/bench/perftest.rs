@@ -153,6 +153,7 @@ pub fn run(opts: &BenchOptions, capture: Option<std::sync::Arc<Capture>>) -> Res
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            impair_switch: None,
             dcqcn: opts.dcqcn,
             provider: opts.provider.clone(),
         },

@@ -86,6 +86,10 @@ pub struct BenchOptions {
     /// Also measure one TCP stream between two processes in the same run (loopback only,
     /// bandwidth) and print the ratio.
     pub compare_tcp: bool,
+    /// With `loopback` and `impair`, bandwidth: switch the impairment of both ends on and off
+    /// every 250 ms and print the goodput of the impaired periods against the clean ones
+    /// ([`crate::bench::loss_split`]).
+    pub compare_loss_free: bool,
     /// Pin every thread (and the reference's processes) to these CPUs.
     pub cpus: Option<Vec<usize>>,
     /// Queue pairs run side by side (perftest's `-q`), each on its own soft device — its own
@@ -218,6 +222,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            impair_switch: None,
             dcqcn: opts.dcqcn,
             provider: opts.provider.clone(),
         };
@@ -252,6 +257,7 @@ pub fn run(opts: &BenchOptions) -> Result<()> {
             raw_receive: opts.raw_rx,
             corrupt_tx_icrc: opts.corrupt_tx_icrc,
             impair: opts.impair,
+            impair_switch: None,
             dcqcn: opts.dcqcn,
             provider: opts.provider.clone(),
         };
@@ -273,6 +279,9 @@ fn loopback_pair(
         .map_err(|e| Error::io("reading the out-of-band port", e))?
         .port();
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    // `--compare-loss-free`: one switch for both ends' impairment, driven by the client.
+    let switch = (opts.compare_loss_free && opts.impair.is_some())
+        .then(|| std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
     let server_choice = DeviceChoice {
         addr: lo,
         udp_port: None,
@@ -281,6 +290,7 @@ fn loopback_pair(
         raw_receive: false,
         corrupt_tx_icrc: None,
         impair: opts.impair.map(|i| i.with_seed(i.seed.wrapping_add(1))),
+        impair_switch: switch.clone(),
         dcqcn: opts.dcqcn,
         provider: opts.provider.clone(),
     };
@@ -292,6 +302,7 @@ fn loopback_pair(
         raw_receive: false,
         corrupt_tx_icrc: opts.corrupt_tx_icrc,
         impair: opts.impair,
+        impair_switch: switch,
         dcqcn: opts.dcqcn,
         provider: opts.provider.clone(),
     };
@@ -504,6 +515,7 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
             opts.iters
         };
         ch.send_start(&Start { size, iters })?;
+        let mut split_line = None;
         let (count, result, verified) = if opts.lat {
             let (count, mut samples, verified) = client_lat(opts, &ep, &peer, size)?;
             (
@@ -512,7 +524,16 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
                 verified,
             )
         } else {
-            let (posted, completed, verified) = client_bw(opts, &ep, &peer, size, max_size, slots)?;
+            let mut split = choice
+                .impair_switch
+                .clone()
+                .map(crate::bench::loss_split::LossSplit::new);
+            let (posted, completed, verified) =
+                client_bw(opts, &ep, &peer, (size, max_size), slots, split.as_mut())?;
+            split_line = split.map(|mut s| {
+                s.finish(completed.last().copied().unwrap_or_default())
+                    .line(opts.report_gbits)
+            });
             (
                 completed.len() as u64,
                 SizeResult::Bw(BwResult::from_times(size, &posted, &completed)),
@@ -540,6 +561,9 @@ fn client(opts: &BenchOptions, mut ch: Channel, choice: &DeviceChoice) -> Result
         total_verified += verified + r.value;
         if !opts.quiet {
             println!("{row}");
+            if let Some(l) = split_line {
+                println!("{l}");
+            }
         }
     }
     if !opts.quiet {
@@ -698,14 +722,15 @@ fn verify_written(ep: &Endpoint, size: u64, stride: u64, slots: u32, count: u64)
 /// the bytes verified.
 ///
 /// Both buffers are `slots` slots of `stride` (the largest size) bytes; message `i` uses slot
-/// `i % slots` on both ends.
+/// `i % slots` on both ends. `split` (`--compare-loss-free`): switched at each period's start
+/// and given each completed message's bytes.
 fn client_bw(
     opts: &BenchOptions,
     ep: &Endpoint,
     peer: &QpInfo,
-    size: u64,
-    stride: u64,
+    (size, stride): (u64, u64),
     slots: u32,
+    mut split: Option<&mut crate::bench::loss_split::LossSplit>,
 ) -> Result<(Vec<Duration>, Vec<Duration>, u64)> {
     // With --verify a slot is not reused while a message on it is in flight; otherwise the
     // messages share the cycle buffer, as perftest's do.
@@ -732,6 +757,9 @@ fn client_bw(
             if let Some(line) = t.sample(completed * size, || ep.qp.counters()) {
                 println!("{line}");
             }
+        }
+        if let Some(s) = split.as_deref_mut() {
+            s.tick(start.elapsed());
         }
         if let Some(d) = deadline {
             stop = stop || start.elapsed() >= d;
@@ -805,6 +833,9 @@ fn client_bw(
             verified += size;
         }
         completed += 1;
+        if let Some(s) = split.as_deref_mut() {
+            s.completed(size);
+        }
         times.push(start.elapsed());
     }
     Ok((post_times, times, verified))

@@ -198,6 +198,11 @@ pub struct BenchArgs {
     /// (iperf3's shape, same message size and count or duration) and print the ratio.
     #[arg(long, conflicts_with = "lat")]
     pub compare_tcp: bool,
+    /// With --loopback and --impair, bandwidth tests: switch the impairment on and off every
+    /// 250 ms on the one connection (first off) and print the goodput of the impaired periods
+    /// against the loss-free ones, and their ratio (the loss-free reference in the same run).
+    #[arg(long, conflicts_with = "lat")]
+    pub compare_loss_free: bool,
     /// Pin every thread of the run, the reference's processes included, to these CPUs
     /// (taskset's list syntax: `0`, `0,1`, `0-3`).
     #[arg(long, value_name = "LIST")]
@@ -332,6 +337,11 @@ impl BenchArgs {
                     .into(),
             ));
         }
+        if self.compare_loss_free && (!self.loopback || self.impair.is_none() || self.qps > 1) {
+            return Err(Error::Config(
+                "--compare-loss-free switches the impairment of one loopback pair: it needs --loopback and --impair, and one QP".into(),
+            ));
+        }
         if self.compare_udp && self.compare_tcp {
             return Err(Error::Config(
                 "choose one reference: --compare-udp or --compare-tcp".into(),
@@ -382,6 +392,7 @@ impl BenchArgs {
             timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
             compare_udp: self.compare_udp,
             compare_tcp: self.compare_tcp,
+            compare_loss_free: self.compare_loss_free,
             qps: self.qps.max(1),
             quiet: false,
             cpus: self.cpus.as_deref().map(parse_cpu_list).transpose()?,

@@ -176,6 +176,8 @@ pub(crate) struct SoftDevice {
     tx_sequence: AtomicU64,
     /// The impairment layer (`SoftConfig::impair`).
     impair: Option<Mutex<Impairer>>,
+    /// `SoftConfig::impair_switch`: while `false`, `impair` lets every packet through.
+    impair_switch: Option<Arc<AtomicBool>>,
     /// The layer may hold packets back (delay, reorder): the progress thread releases them.
     impair_holds: bool,
     /// The layer CE-marks received packets: each ECN-capable one takes its lock.
@@ -482,6 +484,7 @@ impl SoftDevice {
             corrupt_tx_icrc: config.corrupt_tx_icrc,
             tx_sequence: AtomicU64::new(0),
             impair: config.impair.map(|i| Mutex::new(Impairer::new(i))),
+            impair_switch: config.impair_switch.clone(),
             impair_holds: config.impair.is_some_and(|i| i.holds_packets()),
             impair_ce: config.impair.is_some_and(|i| i.ce > 0.0),
             dcqcn: config.dcqcn,
@@ -925,7 +928,7 @@ impl SoftDevice {
         let Some(mr) = tx_spans::single_region(spans) else {
             return false;
         };
-        if let Some(imp) = &self.impair {
+        if let Some(imp) = self.impairer() {
             return self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
         }
         let region = mr.lock();
@@ -1067,7 +1070,7 @@ impl SoftDevice {
         ctx: &rdmesh_core::wire::IcrcContext,
         remote: SocketAddr,
     ) {
-        if let Some(imp) = &self.impair {
+        if let Some(imp) = self.impairer() {
             self.send_impaired(imp, qp, buf, batch, ctx, remote);
             return;
         }
@@ -1089,7 +1092,7 @@ impl SoftDevice {
     ) {
         let mut one = TxBatch::new(1);
         one.push(ack.len());
-        if self.impair.is_some() || !self.seal_batch(qp, ack, &one, ctx, remote) {
+        if self.impairer().is_some() || !self.seal_batch(qp, ack, &one, ctx, remote) {
             self.send_batch(qp, ack, &one, ctx, remote);
             self.send_batch(qp, buf, batch, ctx, remote);
             return;
@@ -1267,7 +1270,7 @@ impl SoftDevice {
 
     /// Sends one sealed packet, through the impairment layer when there is one.
     fn transmit(&self, pkt: &[u8], remote: SocketAddr) {
-        let Some(imp) = &self.impair else {
+        let Some(imp) = self.impairer() else {
             self.send_now(pkt, remote);
             return;
         };
@@ -1286,6 +1289,16 @@ impl SoftDevice {
                 }
             }
         }
+    }
+
+    /// The impairment layer while it applies: configured and not switched off
+    /// (`SoftConfig::impair_switch`).
+    fn impairer(&self) -> Option<&Mutex<Impairer>> {
+        let on = match &self.impair_switch {
+            Some(s) => s.load(Ordering::Relaxed),
+            None => true,
+        };
+        self.impair.as_ref().filter(|_| on)
     }
 
     /// Sends the impaired packets whose hold time is over (progress thread).
@@ -2039,7 +2052,7 @@ impl SoftDevice {
             return;
         }
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
-        let ecn = match &self.impair {
+        let ecn = match self.impairer() {
             Some(imp)
                 if self.impair_ce
                     && (ecn == 0b10 || ecn == 0b01)
@@ -2432,5 +2445,42 @@ mod test {
         // Code 10 (4.2 ms) and 7 retries: the retries run out within about 34 ms.
         let wc = ea.completion(Duration::from_secs(10));
         assert_eq!((wc.wr_id, wc.status), (1, WcStatus::RetryExcErr));
+    }
+
+    /// `SoftConfig::impair_switch`: with the switch off a layer that drops every packet lets
+    /// them all through; switched on, it drops them (and the WRITE waits); off again, the
+    /// retransmission gets through and the WRITE completes.
+    #[test]
+    fn the_impairment_switch_turns_the_layer_off_and_on() {
+        use crate::soft::Impairment;
+        use crate::verbs::{Device, SoftConfig};
+        use std::net::{IpAddr, Ipv4Addr};
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let switch = Arc::new(AtomicBool::new(false));
+        let dev = |last: u8| {
+            Device::open_soft(SoftConfig {
+                impair: Some(Impairment {
+                    loss: 1.0,
+                    ..Impairment::default()
+                }),
+                impair_switch: Some(switch.clone()),
+                ..SoftConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 9, last)))
+            })
+            .unwrap()
+        };
+        let (a, b) = (dev(249), dev(250));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 12);
+        let wc = ea.write_to(&eb, 4096, 1, Duration::from_secs(10));
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+        assert_eq!(a.counters().impair.dropped, 0);
+        switch.store(true, Ordering::Relaxed);
+        ea.post_write_to(&eb, 4096, 2);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(ea.cq.poll_one().is_none(), "every packet is dropped");
+        assert!(a.counters().impair.dropped >= 4);
+        switch.store(false, Ordering::Relaxed);
+        let wc = ea.completion(Duration::from_secs(10));
+        assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
     }
 }

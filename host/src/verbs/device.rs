@@ -79,6 +79,12 @@ pub struct SoftConfig {
     /// Seeded impairment of this device's packets (drop, duplicate, reorder, corrupt, delay on
     /// transmit; CE marks on receive), see [`crate::soft::Impairment`]. `None`: none.
     pub impair: Option<crate::soft::Impairment>,
+    /// Turns `impair` on and off while the device runs: while it holds `false` every packet
+    /// passes the layer untouched (packets it already holds still leave when due). `None`
+    /// (default): always on. `rdmesh bench --compare-loss-free` alternates impaired and clean
+    /// periods on one connection with it, so that the loss-free reference runs in the same
+    /// run, interleaved in time.
+    pub impair_switch: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// DCQCN rate control and pacing for every QP of this device (`docs/reliability.md`,
     /// rocev2.md §4): CNPs from the peer cut the sending rate. `None` (default): CNPs are only
     /// counted. Set `line_rate_mbps` to the port speed.
@@ -103,6 +109,7 @@ impl SoftConfig {
             raw_receive: false,
             corrupt_tx_icrc: None,
             impair: None,
+            impair_switch: None,
             dcqcn: None,
             gso: std::env::var("RDMESH_GSO").map_or(true, |v| v != "0"),
         }
