@@ -12,6 +12,11 @@
 # alike; one line per run with the requester's retransmissions and timeouts and the packets
 # the impairment layer dropped (client, server). docs/reliability.md's table was made so.
 #
+# SPLIT=1: each lossy cell once per repetition with `--compare-loss-free` (selective repeat):
+# the impairment is switched on and off every 250 ms on one connection, and the line gives the
+# impaired periods' goodput ÷ the loss-free periods' — the reference in the same run, which a
+# drifting machine cannot separate from the result.
+#
 # Usage: scripts/bench/loss-recovery.sh [RDMESH_BINARY] [OUT_DIR]
 set -u
 BIN=${1:-target/release/rdmesh}
@@ -28,6 +33,23 @@ impair() {
     imp=(--impair "loss=$1,seed=$2")
   fi
 }
+
+if [ "${SPLIT:-0}" = 1 ]; then
+  for run in $(seq "$RUNS"); do
+    for op in ${OPS:-write send read}; do
+      for loss in ${LOSSES:-0.1% 1% 5%}; do
+        out=$("$BIN" bench "$op" --loopback -s 64K -D 4 --impair "loss=$loss,seed=$run" \
+          --recovery selective --compare-loss-free --counters 2>&1)
+        split=$(echo "$out" | grep "impaired / loss-free periods" | sed 's/^ *//')
+        qp=$(echo "$out" | grep "counters client qp" \
+          | grep -oE " (retransmitted_packets|timeouts)=[0-9]+" | tr -d '\n')
+        echo "run=$run $op loss=$loss selective: ${split:-fail}$qp load=$(cut -d' ' -f1 /proc/loadavg)" \
+          | tee -a "$OUT/loss.txt"
+      done
+    done
+  done
+  exit 0
+fi
 
 if [ "${INTERLEAVE:-0}" = 1 ]; then
   for run in $(seq "$RUNS"); do
