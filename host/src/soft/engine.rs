@@ -2374,9 +2374,10 @@ mod test {
     /// expiry, each resending the WRITE). Once the receive is released the WRITE completes
     /// with no further timeout. A timeout before the ACK arrived would be legitimate (on a
     /// loaded machine the responder's thread can wait for a CPU longer than one timeout), so
-    /// the count starts when the ACK is in the socket. A CI run with code 12 and local runs of
-    /// the soft tests side by side (2 in 40) still saw a timeout with the ACK there: the timer
-    /// rule read the clock twice (`run_due_timers_after_receive`, fixed).
+    /// the count starts when the ACK is in the socket. Local runs of the soft tests side by
+    /// side (2 in 40) still saw a timeout with the ACK there (a CI run with code 12 saw a
+    /// timeout too, then counted from the post): the timer rule read the clock twice
+    /// (`run_due_timers_after_receive`, fixed).
     #[test]
     fn no_retransmit_timeout_while_the_ack_waits_in_the_socket() {
         let (a, b) = (open(243), open(244));
