@@ -1318,7 +1318,7 @@ impl SoftDevice {
     pub(crate) fn impair_counters(&self) -> ImpairCounters {
         self.impair
             .as_ref()
-            .map(|i| i.lock().unwrap_or_else(|p| p.into_inner()).counters)
+            .map(|i| lock_impairer(i).counters)
             .unwrap_or_default()
     }
 
@@ -2237,7 +2237,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
         let impair = d
             .impair
             .as_ref()
-            .and_then(|i| i.lock().unwrap_or_else(|p| p.into_inner()).poll_interval());
+            .and_then(|i| lock_impairer(i).poll_interval());
         impair.map_or(POLL_INTERVAL, |i| i.min(POLL_INTERVAL))
     }) else {
         return;
@@ -2321,15 +2321,15 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     }
 }
 
-/// Waits up to `timeout` (hrtimer precision) for `fd` to become readable; `false` on timeout
-/// or interruption (the caller loops), `true` when readable or on a poll error (the following
-/// receive then reports it).
 /// The impairment layer `imp`, locked (a thread that panicked holding it left it usable: its
 /// state is a random stream and queues of whole packets).
 fn lock_impairer(imp: &Mutex<Impairer>) -> MutexGuard<'_, Impairer> {
     imp.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Waits up to `timeout` (hrtimer precision) for `fd` to become readable; `false` on timeout
+/// or interruption (the caller loops), `true` when readable or on a poll error (the following
+/// receive then reports it).
 fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let ts = Timespec {
