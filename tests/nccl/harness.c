@@ -16,6 +16,11 @@
  *   HX_RANK_ENV       NAME=VALUE set in each rank's process before it loads the plugin, every
  *                     "%r" in VALUE replaced by rank + 1 (e.g. RDMESH_NICS=lo=127.0.93.%r/24 to
  *                     give each rank its own loopback address)
+ *   HX_TRACE          latency scenario: PREFIX of a per-rank file PREFIX.<rank> with the rank's
+ *                     pid on its first line ("pid N") and one line per round trip: the turn, then
+ *                     CLOCK_MONOTONIC seconds when its receive completed, its next irecv
+ *                     returned, its isend was called and returned (what
+ *                     scripts/bench/plugin-legs.py lines up with a perf record of the run)
  * Exit status 0 when every run of the scenario passed; each failure prints a line with "FAIL".
  * Build: cc -O2 -Wall -Wextra -Werror -pthread -o harness harness.c -ldl -lm
  *
@@ -1806,7 +1811,9 @@ static void sc_latency(void)
 	link_t l;
 	link_open(&l, ctx, 0, peer, peer, size);
 	double *rtt = calloc((size_t)iters, sizeof *rtt);
-	CHECK(rtt != NULL, "out of memory");
+	/* HX_TRACE: per turn, receive done / irecv returned / isend called / isend returned */
+	double *tr = calloc((size_t)(warm + iters) * 4, sizeof *tr);
+	CHECK(rtt != NULL && tr != NULL, "out of memory");
 	barrier();
 	hreq rr, sr;
 	memset(&sr, 0, sizeof sr);
@@ -1824,13 +1831,16 @@ static void sc_latency(void)
 				memcpy(l.sbuf + size - 8, &v, 8);
 				while (!sr.done && !test_once(&sr))
 					;
+				tr[i * 4 + 2] = now_s();
 				post_send(&sr, l.sc, l.sbuf, size, g_rank, l.smh, "latency send");
+				tr[i * 4 + 3] = now_s();
 			} else {
 				/* the send completes whenever its acknowledgement comes; the receive is
 				 * what the peer waits for */
 				while (!rr.done && !test_once(&rr))
 					if (!sr.done)
 						test_once(&sr);
+				tr[i * 4] = now_s();
 				uint64_t a, b, want = (uint64_t)i << 1 | (uint64_t)peer;
 				memcpy(&a, l.rbuf, 8);
 				memcpy(&b, l.rbuf + size - 8, 8);
@@ -1841,6 +1851,7 @@ static void sc_latency(void)
 				if (i + 1 < warm + iters)
 					post_recv(&rr, l.rc, 1, &dp, &posted, &tag, &l.rmh, 0, 0,
 						  "latency recv");
+				tr[i * 4 + 1] = now_s();
 			}
 		}
 		if (i >= warm)
@@ -1849,6 +1860,19 @@ static void sc_latency(void)
 	while (!sr.done && !test_once(&sr))
 		;
 	double mine = median(rtt, iters);
+	const char *trace = getenv("HX_TRACE");
+	if (trace && *trace) {
+		char fn[PATH_MAX];
+		snprintf(fn, sizeof fn, "%s.%d", trace, g_rank);
+		FILE *f = fopen(fn, "w");
+		CHECK(f != NULL, "HX_TRACE: cannot write %s: %s", fn, strerror(errno));
+		fprintf(f, "pid %d\n", (int)getpid());
+		for (int k = 0; k < warm + iters; k++)
+			fprintf(f, "%d %.9f %.9f %.9f %.9f\n", k, tr[k * 4], tr[k * 4 + 1],
+				tr[k * 4 + 2], tr[k * 4 + 3]);
+		CHECK(fclose(f) == 0, "HX_TRACE: writing %s: %s", fn, strerror(errno));
+	}
+	free(tr);
 	barrier();
 	/* HX_NO_TCP=1: no TCP reference (for counting the plugin's own syscalls); prints 1.00 us */
 	double tcp = getenv("HX_NO_TCP") ? 1.0 : tcp_pingpong(size, iters, warm, l.sbuf, rtt);
