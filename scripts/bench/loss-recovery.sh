@@ -26,6 +26,12 @@ export RDMESH_STATS=0
 mkdir -p "$OUT"
 echo "== $(date -u) $(nproc) CPUs, $BIN" | tee -a "$OUT/loss.txt"
 
+# The client QP's resends and retransmit timeouts in `--counters` output $1, on one line.
+client_retx() {
+  echo "$1" | grep "counters client qp" \
+    | grep -oE " (retransmitted_packets|timeouts)=[0-9]+" | tr -d '\n'
+}
+
 impair() {
   if [ "$1" = 0 ]; then
     imp=()
@@ -41,8 +47,7 @@ if [ "${SPLIT:-0}" = 1 ]; then
         out=$("$BIN" bench "$op" --loopback -s 64K -D 4 --impair "loss=$loss,seed=$run" \
           --recovery selective --compare-loss-free --counters 2>&1)
         split=$(echo "$out" | grep "impaired / loss-free periods" | sed 's/^ *//')
-        qp=$(echo "$out" | grep "counters client qp" \
-          | grep -oE " (retransmitted_packets|timeouts)=[0-9]+" | tr -d '\n')
+        qp=$(client_retx "$out")
         echo "run=$run $op loss=$loss selective: ${split:-fail}$qp load=$(cut -d' ' -f1 /proc/loadavg)" \
           | tee -a "$OUT/loss.txt"
       done
@@ -60,8 +65,7 @@ if [ "${INTERLEAVE:-0}" = 1 ]; then
           out=$("$BIN" bench "$op" --loopback -s 64K -D 4 "${imp[@]}" --recovery "$rec" \
             --counters 2>&1)
           bw=$(echo "$out" | awk '$1 == 65536 { print $4 }' | tail -n 1)
-          qp=$(echo "$out" | grep "counters client qp" \
-            | grep -oE " (retransmitted_packets|timeouts)=[0-9]+" | tr -d '\n')
+          qp=$(client_retx "$out")
           dropped=$(echo "$out" | grep -E "counters (client|server) device" \
             | grep -oE " impair.dropped=[0-9]+" | tr -d '\n')
           echo "run=$run $op loss=$loss $rec: ${bw:-fail}$qp$dropped load=$(cut -d' ' -f1 /proc/loadavg)" \
