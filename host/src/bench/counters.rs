@@ -64,7 +64,7 @@ pub fn qp_line(role: &str, qpn: u32, c: &RcCounters) -> String {
 /// The device counter line of `role`.
 pub fn device_line(role: &str, d: &DeviceCounters) -> String {
     format!(
-        " counters {role} device tx_packets={} rx_packets={} icrc_errors={} malformed={} unknown_qp={} wrong_source={} cnp_received={} tx_errors={} tx_icrc_corrupted={} acks_coalesced={} rx_placed={} rx_peeks={} impair.dropped={} impair.duplicated={} impair.reordered={} impair.corrupted={} impair.delayed={} impair.ce_marked={}",
+        " counters {role} device tx_packets={} rx_packets={} icrc_errors={} malformed={} unknown_qp={} wrong_source={} cnp_received={} tx_errors={} tx_icrc_corrupted={} acks_coalesced={} rx_placed={} rx_peeks={} progress_rounds={} impair.dropped={} impair.duplicated={} impair.reordered={} impair.corrupted={} impair.delayed={} impair.ce_marked={}",
         d.tx_packets,
         d.rx_packets,
         d.icrc_errors,
@@ -77,6 +77,7 @@ pub fn device_line(role: &str, d: &DeviceCounters) -> String {
         d.acks_coalesced,
         d.rx_placed,
         d.rx_peeks,
+        d.progress_rounds,
         d.impair.dropped,
         d.impair.duplicated,
         d.impair.reordered,

@@ -135,6 +135,7 @@ pub fn device_counters_json(d: &DeviceCounters) -> Value {
         "acks_coalesced": d.acks_coalesced,
         "rx_placed": d.rx_placed,
         "rx_peeks": d.rx_peeks,
+        "progress_rounds": d.progress_rounds,
         "impair": {
             "dropped": d.impair.dropped,
             "duplicated": d.impair.duplicated,
