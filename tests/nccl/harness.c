@@ -1814,10 +1814,9 @@ static void sc_latency(void)
 	/* HX_TRACE: per turn, receive done / irecv returned / isend called / isend returned; no
 	 * clock read in the timed loop without it */
 	const char *trace = getenv("HX_TRACE");
-	double *tr = NULL;
-	if (trace && *trace)
-		tr = calloc((size_t)(warm + iters) * 4, sizeof *tr);
-	CHECK(rtt != NULL && (tr != NULL || !(trace && *trace)), "out of memory");
+	int tracing = trace && *trace;
+	double *tr = tracing ? calloc((size_t)(warm + iters) * 4, sizeof *tr) : NULL;
+	CHECK(rtt != NULL && (tr != NULL || !tracing), "out of memory");
 	barrier();
 	hreq rr, sr;
 	memset(&sr, 0, sizeof sr);

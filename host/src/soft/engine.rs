@@ -1787,8 +1787,8 @@ impl SoftDevice {
     /// not seen due, with the ACK unread in the socket (`no_retransmit_timeout_while_the_ack_waits_in_the_socket`
     /// failed 2 runs in 40 of the soft tests side by side).
     ///
-    /// Returns `false` when it left due timers to the thread holding the receive: the caller
-    /// must then not call again at once (see `DEFER_NS`).
+    /// Returns `false` when it left due timers to the thread holding the receive: calling again
+    /// at once would find the same, so the progress loop pauses `DEFER_NS` first.
     fn run_due_timers_after_receive(&self) -> bool {
         let now = self.now().0;
         let deadline_due = now >= self.next_deadline.load(Ordering::Relaxed);
