@@ -938,7 +938,9 @@ impl SoftDevice {
             return false;
         };
         if let Some(imp) = self.impairer() {
-            return self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
+            if !lock_impairer(imp).passes(batch.count) {
+                return self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
+            }
         }
         let region = mr.lock();
         if !region.is_live() {
@@ -1080,8 +1082,10 @@ impl SoftDevice {
         remote: SocketAddr,
     ) {
         if let Some(imp) = self.impairer() {
-            self.send_impaired(imp, qp, buf, batch, ctx, remote);
-            return;
+            if !lock_impairer(imp).passes(batch.count) {
+                self.send_impaired(imp, qp, buf, batch, ctx, remote);
+                return;
+            }
         }
         if self.seal_batch(qp, buf, batch, ctx, remote) {
             self.send_sealed(buf, batch, ctx, remote);
@@ -1101,7 +1105,10 @@ impl SoftDevice {
     ) {
         let mut one = TxBatch::new(1);
         one.push(ack.len());
-        if self.impairer().is_some() || !self.seal_batch(qp, ack, &one, ctx, remote) {
+        let impaired = self
+            .impairer()
+            .is_some_and(|imp| !lock_impairer(imp).passes(1 + batch.count));
+        if impaired || !self.seal_batch(qp, ack, &one, ctx, remote) {
             self.send_batch(qp, ack, &one, ctx, remote);
             self.send_batch(qp, buf, batch, ctx, remote);
             return;
@@ -1167,7 +1174,9 @@ impl SoftDevice {
     }
 
     /// Sends the packets of `batch` (unsealed) through the impairment layer `imp`, keeping
-    /// GSO: each packet's fate is drawn first ([`Impairer::decide`]); every run of consecutive
+    /// GSO (callers ask [`Impairer::passes`] first: a batch that simply passes whole is sent
+    /// as if there were no layer, so only batches with a drop or an alteration come here):
+    /// each packet's fate is drawn first ([`Impairer::decide`]); every run of consecutive
     /// packets that simply pass is sealed for one GSO send (segment `j` of the run with IPv4
     /// ID `j`, the ID the kernel gives it) and sent as one; a packet the layer alters (copies,
     /// flips a bit, holds) is sealed alone (ID 0) and handed to [`Impairer::apply`]. So a lossy
@@ -1233,7 +1242,8 @@ impl SoftDevice {
         flush(&mut run, buf);
     }
 
-    /// Sends the sealed packets of `batch`: one GSO send, or through the impairment layer.
+    /// Sends the sealed packets of `batch`, which the impairment layer (if any) let pass
+    /// already: one GSO send, or one datagram.
     fn send_sealed(
         &self,
         buf: &mut [u8],
@@ -1242,7 +1252,7 @@ impl SoftDevice {
         remote: SocketAddr,
     ) {
         if batch.count == 1 {
-            self.transmit(buf, remote);
+            self.send_now(buf, remote);
             return;
         }
         match udp_io::send(&self.socket, buf, batch.seg, remote) {
@@ -1272,29 +1282,6 @@ impl SoftDevice {
                     if ctx.seal(pkt).is_ok() {
                         self.send_now(pkt, remote);
                     }
-                }
-            }
-        }
-    }
-
-    /// Sends one sealed packet, through the impairment layer when there is one.
-    fn transmit(&self, pkt: &[u8], remote: SocketAddr) {
-        let Some(imp) = self.impairer() else {
-            self.send_now(pkt, remote);
-            return;
-        };
-        // `Impairer::submit`'s steps, with the lock released before sending and no copy of a
-        // packet that simply passes.
-        let fate = lock_impairer(imp).decide();
-        match fate {
-            Fate::Drop => {}
-            Fate::Pass => self.send_now(pkt, remote),
-            Fate::Alter(plan) => {
-                let mut out = Vec::new();
-                let now = self.now().0;
-                lock_impairer(imp).apply(plan, now, remote, pkt, &mut out);
-                for (dst, p) in out {
-                    self.send_now(&p, dst);
                 }
             }
         }

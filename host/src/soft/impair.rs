@@ -10,7 +10,11 @@
 //! Experienced (RFC 3168 §5), so the notification point sees CE without kernel help.
 //!
 //! Decisions come from a SplitMix64 stream seeded by [`Impairment::seed`]: the same seed and
-//! the same packet sequence give the same impairments.
+//! the same packet sequence give the same impairments. With loss alone the stream gives the
+//! number of packets that pass before the next drop (a geometric draw, the same Bernoulli
+//! process as a draw per packet), so that a sender passes a whole batch with one decision
+//! ([`Impairer::passes`]) and a lossy run costs the sender what a loss-free one does, less
+//! the dropped packets.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -236,6 +240,9 @@ struct Held {
 pub(crate) struct Impairer {
     cfg: Impairment,
     state: u64,
+    /// Loss alone ([`Self::loss_only`]): packets that pass before the next drop; `None`
+    /// before the first draw.
+    gap: Option<u64>,
     /// Delayed packets, in due order (one delay for all, so FIFO order is due order).
     delayed: VecDeque<Held>,
     /// The packet held for reordering, if any.
@@ -248,6 +255,7 @@ impl Impairer {
         Impairer {
             cfg,
             state: cfg.seed,
+            gap: None,
             delayed: VecDeque::new(),
             reorder_slot: None,
             counters: ImpairCounters::default(),
@@ -296,6 +304,16 @@ impl Impairer {
     /// be handed to [`Self::apply`], which counts the rest. The draws are those `submit` always
     /// made, in the same order, so a seed gives the same impairments either way.
     pub(crate) fn decide(&mut self) -> Fate {
+        if self.loss_only() {
+            let gap = self.current_gap();
+            if gap == 0 {
+                self.counters.dropped += 1;
+                self.gap = Some(self.draw_gap());
+                return Fate::Drop;
+            }
+            self.gap = Some(gap - 1);
+            return Fate::Pass;
+        }
         if self.chance(self.cfg.loss) {
             self.counters.dropped += 1;
             return Fate::Drop;
@@ -330,6 +348,61 @@ impl Impairer {
             Fate::Pass
         } else {
             Fate::Alter(plan)
+        }
+    }
+
+    /// `true` when the next `n` packets all simply pass, and then they are decided: with loss
+    /// alone, no drop falls among them (a sender then sends them as if there were no layer).
+    /// `false` decides nothing: the sender draws each one's fate with [`Self::decide`].
+    pub(crate) fn passes(&mut self, n: usize) -> bool {
+        if !self.loss_only() {
+            return false;
+        }
+        let gap = self.current_gap();
+        let n = n as u64;
+        if gap < n {
+            return false;
+        }
+        self.gap = Some(gap - n);
+        true
+    }
+
+    /// Only packet loss is configured (no copies, flips, holds): every packet passes or is
+    /// dropped, decided by [`Self::gap`](Impairer).
+    fn loss_only(&self) -> bool {
+        let c = &self.cfg;
+        c.dup == 0.0 && c.corrupt == 0.0 && !c.holds_packets()
+    }
+
+    /// The packets that pass before the next drop, drawn when none is pending.
+    fn current_gap(&mut self) -> u64 {
+        match self.gap {
+            Some(g) => g,
+            None => {
+                let g = self.draw_gap();
+                self.gap = Some(g);
+                g
+            }
+        }
+    }
+
+    /// Packets passing before the next drop when each is dropped with probability `loss`: the
+    /// geometric distribution's inversion, ⌊ln U / ln(1 − loss)⌋ with U uniform in (0, 1]
+    /// (`u64::MAX`, never, at loss 0).
+    fn draw_gap(&mut self) -> u64 {
+        let p = self.cfg.loss;
+        if p <= 0.0 {
+            return u64::MAX;
+        }
+        if p >= 1.0 {
+            return 0;
+        }
+        let u = ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        let g = (u.ln() / (-p).ln_1p()).floor();
+        if g >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            g as u64
         }
     }
 
@@ -487,6 +560,76 @@ mod test {
         // 2000 expected; 5 sigma ≈ 212.
         assert!((1788..=2212).contains(&c.dropped), "{c:?}");
         assert_eq!(run().1, kept, "same seed, same decisions");
+    }
+
+    #[test]
+    fn a_batch_that_passes_whole_takes_the_decisions_of_its_packets() {
+        // Loss alone: a sender asks `passes(n)` for each batch and, when a drop falls inside
+        // it, `decide` for each of its packets; the packets dropped must be the ones a
+        // per-packet sender with the same seed drops.
+        let cfg = Impairment {
+            loss: 0.01,
+            seed: 5,
+            ..Default::default()
+        };
+        let total = 200_000u64;
+        let mut each = Impairer::new(cfg);
+        let per_packet: Vec<u64> = (0..total).filter(|_| each.decide() == Fate::Drop).collect();
+        let mut batched = Impairer::new(cfg);
+        let mut dropped = Vec::new();
+        let (mut next, mut n, mut whole) = (0u64, 1usize, 0u32);
+        while next < total {
+            let len = (n as u64).min(total - next);
+            if batched.passes(len as usize) {
+                whole += 1;
+            } else {
+                for i in next..next + len {
+                    match batched.decide() {
+                        Fate::Drop => dropped.push(i),
+                        Fate::Pass => {}
+                        Fate::Alter(_) => panic!("loss alone never alters a packet"),
+                    }
+                }
+            }
+            next += len;
+            n = n % 64 + 1;
+        }
+        assert_eq!(dropped, per_packet);
+        assert_eq!(batched.counters.dropped, per_packet.len() as u64);
+        // 2000 expected; 5 sigma ≈ 222.
+        assert!(
+            (1778..=2222).contains(&per_packet.len()),
+            "{}",
+            per_packet.len()
+        );
+        assert!(whole > 4000, "most batches pass whole: {whole}");
+
+        // No loss: every batch passes, and the stream is never drawn from.
+        let mut none = Impairer::new(Impairment::default());
+        assert!((0..1000).all(|_| none.passes(64)));
+        assert_eq!(none.state, Impairment::default().seed);
+        // Anything besides loss: each packet is decided on its own.
+        for other in [
+            Impairment { dup: 0.01, ..cfg },
+            Impairment {
+                corrupt: 0.01,
+                ..cfg
+            },
+            Impairment {
+                reorder: 0.01,
+                ..cfg
+            },
+            Impairment {
+                delay_ns: 1000,
+                ..cfg
+            },
+        ] {
+            assert!(!Impairer::new(other).passes(1), "{other}");
+        }
+        // Loss 100 %: nothing passes.
+        let mut all = Impairer::new(Impairment { loss: 1.0, ..cfg });
+        assert!(!all.passes(1));
+        assert_eq!(all.decide(), Fate::Drop);
     }
 
     #[test]
