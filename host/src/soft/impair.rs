@@ -240,9 +240,9 @@ struct Held {
 pub(crate) struct Impairer {
     cfg: Impairment,
     state: u64,
-    /// Loss alone ([`Self::loss_only`]): packets that pass before the next drop; `None`
-    /// before the first draw.
-    gap: Option<u64>,
+    /// Loss alone ([`Self::loss_only`]): packets that pass before the next drop (drawn at
+    /// construction and after each drop; unused otherwise).
+    gap: u64,
     /// Delayed packets, in due order (one delay for all, so FIFO order is due order).
     delayed: VecDeque<Held>,
     /// The packet held for reordering, if any.
@@ -252,14 +252,18 @@ pub(crate) struct Impairer {
 
 impl Impairer {
     pub(crate) fn new(cfg: Impairment) -> Impairer {
-        Impairer {
+        let mut imp = Impairer {
             cfg,
             state: cfg.seed,
-            gap: None,
+            gap: 0,
             delayed: VecDeque::new(),
             reorder_slot: None,
             counters: ImpairCounters::default(),
+        };
+        if imp.loss_only() {
+            imp.gap = imp.draw_gap();
         }
+        imp
     }
 
     /// The next SplitMix64 output (Steele, Lea, Flood: "Fast splittable pseudorandom number
@@ -302,16 +306,16 @@ impl Impairer {
     /// they share (segment `i` of a send carries IPv4 ID `i`, which the ICRC covers) and the
     /// others for a datagram of their own (ID 0). Counts drops; a [`Fate::Alter`] packet must
     /// be handed to [`Self::apply`], which counts the rest. The draws are those `submit` always
-    /// made, in the same order, so a seed gives the same impairments either way.
+    /// made, in the same order, so a seed gives the same impairments either way (with loss
+    /// alone, the gap to the next drop counts down, as [`Self::passes`] counts it).
     pub(crate) fn decide(&mut self) -> Fate {
         if self.loss_only() {
-            let gap = self.current_gap();
-            if gap == 0 {
+            if self.gap == 0 {
                 self.counters.dropped += 1;
-                self.gap = Some(self.draw_gap());
+                self.gap = self.draw_gap();
                 return Fate::Drop;
             }
-            self.gap = Some(gap - 1);
+            self.gap -= 1;
             return Fate::Pass;
         }
         if self.chance(self.cfg.loss) {
@@ -355,35 +359,19 @@ impl Impairer {
     /// alone, no drop falls among them (a sender then sends them as if there were no layer).
     /// `false` decides nothing: the sender draws each one's fate with [`Self::decide`].
     pub(crate) fn passes(&mut self, n: usize) -> bool {
-        if !self.loss_only() {
-            return false;
-        }
-        let gap = self.current_gap();
         let n = n as u64;
-        if gap < n {
+        if !self.loss_only() || self.gap < n {
             return false;
         }
-        self.gap = Some(gap - n);
+        self.gap -= n;
         true
     }
 
     /// Only packet loss is configured (no copies, flips, holds): every packet passes or is
-    /// dropped, decided by [`Self::gap`](Impairer).
+    /// dropped, decided by the gap to the next drop.
     fn loss_only(&self) -> bool {
         let c = &self.cfg;
         c.dup == 0.0 && c.corrupt == 0.0 && !c.holds_packets()
-    }
-
-    /// The packets that pass before the next drop, drawn when none is pending.
-    fn current_gap(&mut self) -> u64 {
-        match self.gap {
-            Some(g) => g,
-            None => {
-                let g = self.draw_gap();
-                self.gap = Some(g);
-                g
-            }
-        }
     }
 
     /// Packets passing before the next drop when each is dropped with probability `loss`: the
