@@ -1,0 +1,122 @@
+//! The progress thread's scheduling policy: `SCHED_BATCH` while an application thread drives
+//! the device, `SCHED_OTHER` while the progress thread receives itself.
+//!
+//! While an application thread drives a device (polls its CQ, waits on it, polls memory), that
+//! thread receives and runs the QP timers; the progress thread only wakes now and then to see
+//! whether it still does, to send an ACK held too long, and to run the timers while the driver
+//! waits in the kernel. Under `SCHED_OTHER` each of those wakes preempts whatever runs on the
+//! CPU it lands on — on a machine whose CPUs are all busy, the very threads doing the work. On
+//! the 2-core VM that was worth 10–20 % of a loopback stream: a 1 MiB WRITE stream moved 4.2–4.7
+//! GB/s with the progress thread under `SCHED_OTHER` and 4.9–5.4 GB/s with it moved to
+//! `SCHED_BATCH` by `chrt -b` (`docs/benchmarks.md`, "The progress thread's wakes"). A
+//! `SCHED_BATCH` thread does not preempt a running thread when it wakes (Linux
+//! `check_preempt_wakeup_fair`: batch and idle tasks leave wake-up preemption to the tick); it
+//! runs at once on an idle CPU — where the driver blocked in the kernel — and otherwise within a
+//! scheduler tick.
+//!
+//! When no application thread drives the device, the progress thread is the receiver (a
+//! passive responder) and goes back to `SCHED_OTHER`, so a packet's wake-up preempts as any
+//! receiver's would. Both changes keep the thread's nice value, and neither needs a privilege
+//! (sched(7): an unprivileged thread may switch between `SCHED_OTHER` and `SCHED_BATCH`).
+
+use thread_priority::{
+    set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy, ThreadPriority,
+    ThreadPriorityValue, ThreadSchedulePolicy,
+};
+
+/// The policy of the calling thread as this module set it, switched only on a change.
+#[derive(Debug, Default)]
+pub(crate) struct ProgressPolicy {
+    /// `SCHED_BATCH` now (else `SCHED_OTHER`, the policy threads start with).
+    batch: bool,
+    /// A change failed (a seccomp filter, a kernel without `SCHED_BATCH`): the thread stays as
+    /// it is and no further change is tried.
+    failed: bool,
+}
+
+impl ProgressPolicy {
+    /// `SCHED_BATCH` for the calling thread when `batch`, else `SCHED_OTHER`, its nice value
+    /// kept. A failure is logged once (`tracing` debug) and leaves the thread's policy as it
+    /// was; the progress thread works under either policy.
+    pub(crate) fn set(&mut self, batch: bool) {
+        if batch == self.batch || self.failed {
+            return;
+        }
+        let policy = ThreadSchedulePolicy::Normal(if batch {
+            NormalThreadSchedulePolicy::Batch
+        } else {
+            NormalThreadSchedulePolicy::Other
+        });
+        match set_policy(policy) {
+            Ok(()) => self.batch = batch,
+            Err(e) => {
+                self.failed = true;
+                tracing::debug!(batch, error = %e, "progress thread: scheduling policy unchanged");
+            }
+        }
+    }
+
+    /// Whether the calling thread runs under `SCHED_BATCH` (as this module set it).
+    #[cfg(test)]
+    pub(crate) fn batch(&self) -> bool {
+        self.batch
+    }
+}
+
+/// Sets `policy` (a normal one) for the calling thread, keeping its nice value.
+///
+/// `thread_priority` sets the policy and then the nice value that a priority of 0–99 maps to;
+/// the priority used is the one that maps to the thread's nice value now (Linux: the nice
+/// value is per thread; `getpriority(PRIO_PROCESS, 0)` reads the calling thread's).
+fn set_policy(policy: ThreadSchedulePolicy) -> Result<(), String> {
+    let nice = rustix::process::getpriority_process(None).map_err(|e| e.to_string())?;
+    let priority = (0..=u8::from(ThreadPriorityValue::MAX))
+        .filter_map(|p| ThreadPriorityValue::try_from(p).ok())
+        .map(ThreadPriority::Crossplatform)
+        .find(|p| p.to_posix(policy).is_ok_and(|n| n == nice))
+        .ok_or_else(|| format!("no priority maps to nice {nice}"))?;
+    set_thread_priority_and_policy(thread_native_id(), priority, policy).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod test {
+    use super::ProgressPolicy;
+
+    /// The kernel's view of the calling thread: (policy, nice) from `/proc/thread-self/stat`
+    /// (fields 41 `policy` and 19 `nice`, proc(5)).
+    fn kernel_view() -> (u32, i32) {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        // `rest` starts at field 3 (state).
+        (f[41 - 3].parse().unwrap(), f[19 - 3].parse().unwrap())
+    }
+
+    /// The thread moves to SCHED_BATCH (3) and back to SCHED_OTHER (0) with its nice value
+    /// kept, as the kernel reports it — also a nice value other than 0 (raising it needs no
+    /// privilege).
+    #[test]
+    fn switches_between_batch_and_other_keeping_nice() {
+        std::thread::spawn(|| {
+            let (policy0, nice0) = kernel_view();
+            assert_eq!(policy0, 0, "a new thread runs under SCHED_OTHER");
+            let mut p = ProgressPolicy::default();
+            p.set(true);
+            assert!(p.batch());
+            assert_eq!(kernel_view(), (3, nice0));
+            p.set(false);
+            assert!(!p.batch());
+            assert_eq!(kernel_view(), (0, nice0));
+            // A thread started under `nice`.
+            let nice1 = (nice0 + 5).min(19);
+            rustix::process::setpriority_process(None, nice1).unwrap();
+            p.set(true);
+            assert_eq!(kernel_view(), (3, nice1));
+            p.set(false);
+            assert_eq!(kernel_view(), (0, nice1));
+        })
+        .join()
+        .unwrap();
+    }
+}
