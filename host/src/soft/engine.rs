@@ -2235,6 +2235,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     let mut last_publish = 0u64;
     let mut deferred = false;
     let mut policy = super::sched::ProgressPolicy::default();
+    let few_cpus = super::sched::few_cpus();
     let Some(max_wait) = dev.upgrade().map(|d| {
         // With an impairment layer that holds packets, wake often enough to release them.
         let impair = d
@@ -2262,23 +2263,22 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
             bump(&d.counters.progress_rounds);
             let app = d.app_driven();
             let now = d.now().0;
-            let qp_deadline = d.next_deadline.load(Ordering::Relaxed);
+            let mut until =
+                (now + max_wait.as_nanos() as u64).min(d.next_deadline.load(Ordering::Relaxed));
             let ack = d.ack_deadline.load(Ordering::Relaxed);
-            (
-                app,
-                Duration::from_nanos(progress_sleep_ns(
-                    now,
-                    max_wait,
-                    app,
-                    d.rx_blocked.load(Ordering::SeqCst),
-                    qp_deadline,
-                    ack,
-                )),
-            )
+            if app {
+                // The driving thread sends due ACKs itself; step in when it has not.
+                until = until
+                    .min(now + APP_GRACE_NS)
+                    .min(ack.saturating_add(ACK_DELAY_NS));
+            } else {
+                until = until.min(ack);
+            }
+            (app, Duration::from_nanos(until.saturating_sub(now)))
         };
-        // While an application thread drives the device this thread's wakes must not take a
-        // CPU from it (module `sched`).
-        policy.set(app);
+        // Where the threads doing the work can fill every CPU, this thread's wakes while an
+        // application drives must not take a CPU from them (module `sched`).
+        policy.set(app && few_cpus);
         // Another thread holds the receive with datagrams queued: it takes them.
         let mut left_to_holder = false;
         if app {
@@ -2341,48 +2341,6 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
     }
 }
 
-/// How long the progress thread sleeps (ns) at `now`, at most `max_wait`, given whether an
-/// application thread drives the device (`app`) and is blocked in the kernel waiting for a
-/// datagram now (`app_blocked`), the earliest QP deadline (retransmit, RNR, reorder and
-/// re-READ timers, pacer: `qp_deadline`) and the earliest held ACK's (`ack`), ns on the
-/// device clock.
-///
-/// - Nobody drives the device: until the earliest deadline (this thread receives too).
-/// - An application thread drives it and is not in the kernel: it runs the QP timers itself
-///   after every receive ([`SoftDevice::progress`]), so this thread does not wake for their
-///   deadlines, only after [`APP_GRACE_NS`] (to take over a socket the application stopped
-///   driving) or when a held ACK is [`ACK_DELAY_NS`] overdue (a peer may wait for it to
-///   complete a message). Each wake of this thread on a machine whose CPUs are busy preempts
-///   the thread doing the work: under loss the QP timers move every few tens of µs (the READ
-///   reorder window, the re-READ timer), and the wakes for them — 7 100 a second, a READ
-///   stream at 1 % loss on the 2-core VM — cost a fifth of its goodput
-///   (`docs/reliability.md`, "The progress thread's wakes under loss").
-/// - An application thread drives it and waits in the kernel now: the QP deadlines too (its
-///   blocking receive returns only at the socket's read timeout, a jiffy or more). A thread
-///   that blocks after this thread went to sleep has its timers run at most [`APP_GRACE_NS`]
-///   late, or earlier by the datagram that wakes it.
-fn progress_sleep_ns(
-    now: u64,
-    max_wait: Duration,
-    app: bool,
-    app_blocked: bool,
-    qp_deadline: u64,
-    ack: u64,
-) -> u64 {
-    let mut until = now.saturating_add(max_wait.as_nanos() as u64);
-    if app {
-        until = until
-            .min(now.saturating_add(APP_GRACE_NS))
-            .min(ack.saturating_add(ACK_DELAY_NS));
-        if app_blocked {
-            until = until.min(qp_deadline);
-        }
-    } else {
-        until = until.min(qp_deadline).min(ack);
-    }
-    until.saturating_sub(now)
-}
-
 /// The impairment layer `imp`, locked (a thread that panicked holding it left it usable: its
 /// state is a random stream and queues of whole packets).
 fn lock_impairer(imp: &Mutex<Impairer>) -> MutexGuard<'_, Impairer> {
@@ -2413,46 +2371,6 @@ mod test {
     use rdmesh_core::rc::{Mtu, RcCounters};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
-
-    /// The progress thread's sleep: it wakes for QP deadlines only while nobody drives the
-    /// device or the driving thread waits in the kernel; for a held ACK once it is
-    /// `ACK_DELAY_NS` overdue while an application drives.
-    #[test]
-    fn the_progress_thread_wakes_for_qp_timers_only_when_no_driving_thread_runs_them() {
-        use super::{progress_sleep_ns, ACK_DELAY_NS, APP_GRACE_NS, NO_DEADLINE, POLL_INTERVAL};
-        let now = 1_000_000_000;
-        let max = POLL_INTERVAL;
-        let max_ns = max.as_nanos() as u64;
-        let (qp, ack) = (now + 20_000, now + 30_000);
-        // Nobody drives: the earliest deadline, else the longest sleep.
-        assert_eq!(progress_sleep_ns(now, max, false, false, qp, ack), 20_000);
-        assert_eq!(
-            progress_sleep_ns(now, max, false, false, NO_DEADLINE, ack),
-            30_000
-        );
-        assert_eq!(
-            progress_sleep_ns(now, max, false, false, NO_DEADLINE, NO_DEADLINE),
-            max_ns
-        );
-        // A deadline already past: no sleep.
-        assert_eq!(progress_sleep_ns(now, max, false, false, now - 5, ack), 0);
-        // Driven, the driver not in the kernel: a QP deadline does not wake this thread...
-        assert_eq!(
-            progress_sleep_ns(now, max, true, false, qp, NO_DEADLINE),
-            APP_GRACE_NS.min(max_ns)
-        );
-        // ... a held ACK does, once overdue by ACK_DELAY_NS.
-        assert_eq!(
-            progress_sleep_ns(now, max, true, false, qp, ack),
-            30_000 + ACK_DELAY_NS
-        );
-        // Driven, the driver blocked in the kernel: the QP deadline counts again.
-        assert_eq!(progress_sleep_ns(now, max, true, true, qp, ack), 20_000);
-        assert_eq!(
-            progress_sleep_ns(now, max, true, true, NO_DEADLINE, NO_DEADLINE),
-            APP_GRACE_NS.min(max_ns)
-        );
-    }
 
     /// Posts a 4 KiB WRITE from `from` to `to`, waits `wait` and returns `from`'s QP counters
     /// then.

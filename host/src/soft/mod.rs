@@ -9,13 +9,11 @@
 //! An application thread that polls a CQ, waits on one, or calls `Device::progress` (a thread
 //! polling memory for an RDMA WRITE) receives and processes packets itself: no hand-off to
 //! another thread per packet, and a blocking wait is one blocking `recvmsg` woken by the packet.
-//! The device's progress thread receives only for ends no application drives (a passive WRITE
-//! responder), or when none drove the device for 500 µs. The QP timers (retransmission, RNR,
-//! DCQCN and its pacer, held ACKs) run on whichever thread drives: the application's after
-//! each receive; the progress thread's while it receives, while the application waits in the
-//! kernel, and for an ACK held too long. While an application drives, the progress thread runs
-//! under `SCHED_BATCH` (module `sched`) so that its checks do not preempt the threads doing
-//! the work.
+//! The device's progress thread runs the timers (retransmission, RNR, DCQCN and its pacer, held
+//! ACKs) and receives only for ends no application drives (a passive WRITE responder), or when
+//! none drove the device for 500 µs. While an application drives, on a process with at most 2
+//! CPUs, the progress thread runs under `SCHED_BATCH` (module `sched`) so that its wakes do
+//! not preempt the threads doing the work.
 //!
 //! # Batching
 //! A flush packs the packets it has into UDP GSO sends (`UDP_SEGMENT`, up to 64 segments or 64

@@ -2,13 +2,16 @@
 //! the device, `SCHED_OTHER` while the progress thread receives itself.
 //!
 //! While an application thread drives a device (polls its CQ, waits on it, polls memory), that
-//! thread receives and runs the QP timers; the progress thread only wakes now and then to see
-//! whether it still does, to send an ACK held too long, and to run the timers while the driver
-//! waits in the kernel. Under `SCHED_OTHER` each of those wakes preempts whatever runs on the
-//! CPU it lands on — on a machine whose CPUs are all busy, the very threads doing the work. On
-//! the 2-core VM that was worth 10–20 % of a loopback stream: a 1 MiB WRITE stream moved 4.2–4.7
-//! GB/s with the progress thread under `SCHED_OTHER` and 4.9–5.4 GB/s with it moved to
-//! `SCHED_BATCH` by `chrt -b` (`docs/benchmarks.md`, "The progress thread's wakes"). A
+//! thread receives and runs the QP timers after each receive; the progress thread wakes to see
+//! whether it still drives (every 500 µs), for an ACK held too long, and at each QP deadline
+//! in case the driver is away — under loss the READ reorder window and re-READ timer move every
+//! few tens of µs: 5 700–7 100 wakes a second in a READ stream at 1 % loss. Under `SCHED_OTHER`
+//! each wake preempts whatever runs on the CPU it lands on — on a machine whose CPUs are all
+//! busy, the very threads doing the work. On the 2-core VM that was a fifth of a loopback
+//! stream: READ at 1 % loss kept 0.80 of its loss-free goodput with the progress thread under
+//! `SCHED_OTHER` and 0.95–1.00 with it moved to `SCHED_BATCH`; a loss-free 1 MiB WRITE stream
+//! moved 4.2–4.7 GB/s against 4.9–5.4 GB/s (`docs/reliability.md`, "The progress thread's
+//! wakes under loss"; `docs/benchmarks.md`). A
 //! `SCHED_BATCH` thread does not preempt a running thread when it wakes (Linux
 //! `check_preempt_wakeup_fair`: batch and idle tasks leave wake-up preemption to the tick); it
 //! runs at once on an idle CPU — where the driver blocked in the kernel — and otherwise within a
@@ -18,11 +21,28 @@
 //! passive responder) and goes back to `SCHED_OTHER`, so a packet's wake-up preempts as any
 //! receiver's would. Both changes keep the thread's nice value, and neither needs a privilege
 //! (sched(7): an unprivileged thread may switch between `SCHED_OTHER` and `SCHED_BATCH`).
+//!
+//! Only where the process has at most [`BATCH_MAX_CPUS`] CPUs ([`few_cpus`]): there the
+//! threads doing the work fill every CPU. With CPUs to spare a wake lands on an idle one and
+//! preempts nobody, while some of the progress thread's wakes are what a peer waits on (a held
+//! ACK, an RNR retry): on the 32-CPU GPU host NCCL all_reduce and all_gather from 8 KiB to
+//! 512 KiB over the plugin ran 5–16 % slower with the policy switched there
+//! (`docs/benchmarks.md`).
 
 use thread_priority::{
     set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy, ThreadPriority,
     ThreadPriorityValue, ThreadSchedulePolicy,
 };
+
+/// The most CPUs (available to the process: affinity and cgroup quota,
+/// `std::thread::available_parallelism`) at which the progress thread switches to
+/// `SCHED_BATCH` while an application drives its device.
+pub(crate) const BATCH_MAX_CPUS: usize = 2;
+
+/// Whether the process has at most [`BATCH_MAX_CPUS`] CPUs (an unknown count counts as many).
+pub(crate) fn few_cpus() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() <= BATCH_MAX_CPUS)
+}
 
 /// The policy of the calling thread as this module set it, switched only on a change.
 #[derive(Debug, Default)]
