@@ -15,6 +15,10 @@
 //!   retry from it; the retry counter is decremented, `RetryExcErr` at 0.
 //! - RNR NAK: wait the RNR timer, then resend from its PSN; `rnr_retry` 7 = infinite, else
 //!   decremented, `RnrRetryExcErr` at 0.
+//! - End-to-end credits (IBTA vol. 1 §9.7.7.2): every ACK-kind AETH's credit code says how
+//!   many receive WQEs the responder has for the messages after its MSN; a SEND or WRITE
+//!   with immediate starts only within them plus one (the message that learns of new ones,
+//!   or draws an RNR NAK). Code 0x1F, rxe's, means no limit.
 //! - NAK invalid request / remote access / remote operational error complete the WQE with
 //!   `RemInvReqErr` / `RemAccessErr` / `RemOpErr`; the QP goes to Error.
 //! - Retransmit timer: 4.096 µs · 2^timeout after the last progress while PSNs are outstanding;
@@ -36,7 +40,8 @@ use super::recovery::{DUP_THRESH, RTO_LOW_PACKETS, SR_WINDOW};
 use super::requester::Requester;
 use super::timer::{ack_timeout_ns, rnr_delay_ns, Instant};
 use super::Fatal;
-use crate::wire::{sack, NakCode, Opcode, Psn, SackRepr, Syndrome, TransportRepr};
+use crate::wire::aeth::{credit_count, MAX_MSN};
+use crate::wire::{sack, AethRepr, NakCode, Opcode, Psn, SackRepr, Syndrome, TransportRepr};
 
 /// Outcome of acknowledging every PSN before some point.
 #[derive(Debug, Clone, Copy, Default)]
@@ -73,6 +78,14 @@ impl<const SQ: usize> Requester<SQ> {
     ) -> Result<(), Fatal> {
         let psn = hdr.bth.psn;
         self.now = now;
+        if let Some(AethRepr {
+            syndrome: Syndrome::Ack { credit },
+            msn,
+        }) = hdr.aeth
+        {
+            // Also from a duplicate: its credits may be newer than the last ACK's.
+            self.on_credits(msn, credit);
+        }
         if !self.in_flight(psn) {
             ctr.ghost_responses += 1;
             return Ok(());
@@ -174,6 +187,41 @@ impl<const SQ: usize> Requester<SQ> {
                 ctr.ghost_responses += 1;
                 Ok(())
             }
+        }
+    }
+
+    /// End-to-end credits from an ACK-kind AETH (IBTA vol. 1 §9.7.7.2): `credit` (a credit
+    /// code) receive WQEs are posted at the responder for the messages after MSN `msn`.
+    /// Moves [`Requester::recv_limit`] up to the receive sequence number of message `msn + 1`
+    /// plus that count, never down (an older ACK that arrives late); code 0x1F removes the
+    /// limit. An MSN older than every WQE left (their receive counts are gone) is ignored.
+    fn on_credits(&mut self, msn: u32, credit: u8) {
+        let Some(count) = credit_count(credit) else {
+            self.recv_limit = None;
+            return;
+        };
+        let next = (msn + 1) & MAX_MSN;
+        let mut base = None;
+        for e in self.sq.iter() {
+            let d = next.wrapping_sub(e.ssn) & MAX_MSN;
+            if d < e.wire_messages() {
+                base = Some(e.recv_seq);
+                break;
+            }
+            if d > MAX_MSN / 2 {
+                // `e` starts after message `next`, which was retired already.
+                return;
+            }
+        }
+        let base = match base {
+            Some(b) => b,
+            None if next == self.ssn_next => self.recv_seq_next,
+            None => return,
+        };
+        let limit = base.wrapping_add(count);
+        match self.recv_limit {
+            Some(l) if (limit.wrapping_sub(l) as i32) <= 0 => {}
+            _ => self.recv_limit = Some(limit),
         }
     }
 

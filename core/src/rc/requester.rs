@@ -40,6 +40,7 @@ use super::recovery::{
 use super::timer::{ack_timeout_ns, Instant, Timer};
 use super::wqe::{PostError, SendOpcode, SendWqe, MAX_MESSAGE_LEN};
 use super::Fatal;
+use crate::wire::aeth::MAX_MSN;
 use crate::wire::{placement, AtomicEthRepr, Opcode, PlacementRepr, Psn, RethRepr, TransportRepr};
 
 /// The requester stops sending new packets while this many PSNs are unacknowledged
@@ -73,6 +74,10 @@ pub(crate) struct SqEntry {
     /// Selective repeat, atomics: the ATOMIC ACKNOWLEDGE arrived (original value already in
     /// the local buffer) while an earlier READ/atomic was incomplete.
     pub(crate) atomic_done: bool,
+    /// Send sequence number: the responder's MSN once it has completed this message's first
+    /// wire message, modulo 2^24 (IBTA vol. 1 §9.7.7.2). A split WRITE is one wire message
+    /// per packet, and the responder counts each ([`SqEntry::wire_messages`]).
+    pub(crate) ssn: u32,
 }
 
 impl SqEntry {
@@ -88,6 +93,24 @@ impl SqEntry {
 
     pub(crate) fn is_read(&self) -> bool {
         self.wqe.opcode == SendOpcode::RdmaRead
+    }
+
+    /// Messages the responder counts in its MSN for this WQE: one, or one per packet of a
+    /// split WRITE (each an RDMA_WRITE_ONLY).
+    pub(crate) fn wire_messages(&self) -> u32 {
+        if self.split {
+            self.npkts
+        } else {
+            1
+        }
+    }
+
+    /// SEND or WRITE with immediate: consumes a receive WQE at the responder.
+    pub(crate) fn consumes_recv(&self) -> bool {
+        matches!(
+            self.wqe.opcode,
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm
+        )
     }
 
     pub(crate) fn is_atomic(&self) -> bool {
@@ -176,6 +199,15 @@ pub(crate) struct Requester<const SQ: usize> {
     pub(crate) resent: PsnBits,
     /// Receive sequence number the next SEND / WRITE with immediate gets.
     pub(crate) recv_seq_next: u32,
+    /// Send sequence number the next WQE gets (starts at 1: the MSN after the first message).
+    pub(crate) ssn_next: u32,
+    /// End-to-end credits (IBTA vol. 1 §9.7.7.2): the highest receive sequence number
+    /// (`recv_seq`) that a new SEND / WRITE with immediate may start with — the receive WQEs
+    /// the responder's last ACK advertised, plus the one message beyond them that IBTA lets
+    /// a requester send to learn of new ones (an RNR NAK, if none was posted meanwhile).
+    /// `None`: no limit (no ACK with a credit count yet, or the responder sends code 0x1F,
+    /// "invalid", as rxe does).
+    pub(crate) recv_limit: Option<u32>,
     /// Selective repeat: PSNs the responder holds beyond its ePSN (from SACK blocks).
     pub(crate) sacked: PsnBits,
     /// Selective repeat: READ response PSNs received and placed.
@@ -263,6 +295,8 @@ impl<const SQ: usize> Requester<SQ> {
             resend: PsnBits::default(),
             resent: PsnBits::default(),
             recv_seq_next: 0,
+            ssn_next: 1,
+            recv_limit: None,
             sacked: PsnBits::default(),
             got: PsnBits::default(),
             timer_marked: PsnBits::default(),
@@ -465,10 +499,6 @@ impl<const SQ: usize> Requester<SQ> {
                 e.is_rd_atomic() && overlaps(e.wqe.remote_addr, e.len, wqe.remote_addr, len)
             });
         let first_psn = self.tail_psn;
-        let consumes_recv = matches!(
-            wqe.opcode,
-            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::RdmaWriteWithImm
-        );
         let entry = SqEntry {
             wqe,
             len,
@@ -478,13 +508,16 @@ impl<const SQ: usize> Requester<SQ> {
             split,
             recv_seq: self.recv_seq_next,
             atomic_done: false,
+            ssn: self.ssn_next,
         };
+        let (consumes_recv, messages) = (entry.consumes_recv(), entry.wire_messages());
         if self.sq.push_back(entry).is_err() {
             return Err(PostError::QueueFull);
         }
         if consumes_recv {
             self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
         }
+        self.ssn_next = (self.ssn_next + messages) & MAX_MSN;
         self.tail_psn = first_psn.add(npkts);
         Ok(())
     }
@@ -525,6 +558,9 @@ impl<const SQ: usize> Requester<SQ> {
         if !self.window_allows(entry) {
             return false;
         }
+        if self.cur_pkt == 0 && !self.credit_allows(entry) {
+            return false;
+        }
         if entry.is_rd_atomic() {
             let max_rd = self.rts.max_rd_atomic.max(1) as usize;
             if self.rd_atomic_before(self.cur_idx) >= max_rd {
@@ -532,6 +568,17 @@ impl<const SQ: usize> Requester<SQ> {
             }
         }
         true
+    }
+
+    /// `true` when the end-to-end credits let `entry` start (IBTA vol. 1 §9.7.7.2): it needs
+    /// no receive WQE, or its receive sequence number is at most [`Requester::recv_limit`].
+    fn credit_allows(&self, entry: &SqEntry) -> bool {
+        match self.recv_limit {
+            Some(limit) if entry.consumes_recv() => {
+                (entry.recv_seq.wrapping_sub(limit) as i32) <= 0
+            }
+            _ => true,
+        }
     }
 
     /// `true` when the next new packet (of `entry`, at the cursor) fits the window. Go-back-N:

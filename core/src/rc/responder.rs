@@ -14,7 +14,9 @@
 //!   QP to Error. Sequence, opcode and length violations → NAK invalid request, QP to Error.
 //!   A SEND longer than the receive buffers → `LocLenErr` receive completion + NAK invalid request.
 //! - MSN counts completed messages (a READ counts when accepted, C9-148) and is carried in every
-//!   AETH; ACKs use syndrome 0x1F (unlimited credits, as rxe).
+//!   AETH; every ACK-kind AETH carries end-to-end credits (IBTA vol. 1 §9.7.7.2): the receive
+//!   WQEs posted beyond the MSN, rounded down to a credit code (`aeth::credit_code_for`). rxe
+//!   sends 0x1F ("invalid") instead and ignores the credits it receives.
 //! - READ responses: ONLY, or FIRST/MIDDLE…/LAST, one PSN each from the request PSN; AETH on
 //!   FIRST/LAST/ONLY; a zero-length READ is one READ_RESPONSE_ONLY without payload.
 //! - Responses leave in PSN order: ACKs queued behind READ responses wait for them, so a
@@ -39,6 +41,7 @@ use super::packet::{deque_get, emit_packet, Path};
 use super::psn_bits::PsnBits;
 use super::recovery::{Recovery, DUP_THRESH, SACK_EVERY, SR_WINDOW};
 use super::wqe::{RecvWqe, MAX_MESSAGE_LEN};
+use crate::wire::aeth::credit_code_for;
 use crate::wire::{
     placement, sack, AethRepr, NakCode, Opcode, PlacementRepr, Psn, SackRepr, Syndrome,
     TransportRepr,
@@ -372,7 +375,23 @@ impl<const RQ: usize> Responder<RQ> {
     }
 
     /// Queues an ACK/NAK, merging it into a trailing ACK (ACKs are cumulative).
+    /// The ACK syndrome with this QP's end-to-end credits (IBTA vol. 1 §9.7.7.2): the receive
+    /// WQEs posted and not yet consumed in sequence, rounded down to a credit code. Every
+    /// ACK-kind AETH carries it — ACKNOWLEDGE, READ response first/last/only, ATOMIC
+    /// ACKNOWLEDGE — so that a requester never reads 0x1F ("no flow control") from rdmesh.
+    pub(crate) fn ack_syndrome(&self) -> Syndrome {
+        Syndrome::Ack {
+            credit: credit_code_for(self.rq.len() as u32),
+        }
+    }
+
     fn push_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        // Credits as of now, whatever the caller built.
+        let syndrome = if syndrome.is_ack() {
+            self.ack_syndrome()
+        } else {
+            syndrome
+        };
         let item = Response::Ack {
             psn,
             syndrome,
@@ -465,7 +484,7 @@ impl<const RQ: usize> Responder<RQ> {
                 Opcode::RcRdmaReadRequest => self.replay_read(hdr, ctr),
                 Opcode::RcCompareSwap | Opcode::RcFetchAdd => self.replay_atomic(hdr, ctr),
                 _ if selective && self.held.first_from(self.epsn).is_some() => self.push_sack(),
-                _ => self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED),
+                _ => self.push_ack(self.epsn.sub(1), self.ack_syndrome()),
             }
             return Ok(());
         }
@@ -919,7 +938,7 @@ impl<const RQ: usize> Responder<RQ> {
             }
         } else if retired {
             self.gap_at = None;
-            self.push_ack(self.epsn.sub(1), Syndrome::ACK_UNLIMITED);
+            self.push_ack(self.epsn.sub(1), self.ack_syndrome());
         }
         Ok(())
     }
@@ -954,7 +973,7 @@ impl<const RQ: usize> Responder<RQ> {
     fn advance(&mut self, hdr: &TransportRepr) {
         self.epsn = hdr.bth.psn.add(1);
         if hdr.bth.ack_req {
-            self.push_ack(hdr.bth.psn, Syndrome::ACK_UNLIMITED);
+            self.push_ack(hdr.bth.psn, self.ack_syndrome());
         }
     }
 
@@ -1422,7 +1441,7 @@ impl<const RQ: usize> Responder<RQ> {
                     false,
                 ));
                 hdr.aeth = Some(AethRepr {
-                    syndrome: Syndrome::ACK_UNLIMITED,
+                    syndrome: self.ack_syndrome(),
                     msn: r.msn,
                 });
                 hdr.atomic_ack = r.atomic;
@@ -1501,7 +1520,7 @@ impl<const RQ: usize> Responder<RQ> {
         let mut hdr = TransportRepr::new(path.bth(opcode, psn, false, false));
         if opcode != Opcode::RcRdmaReadResponseMiddle {
             hdr.aeth = Some(AethRepr {
-                syndrome: Syndrome::ACK_UNLIMITED,
+                syndrome: self.ack_syndrome(),
                 msn: r.msn,
             });
         }

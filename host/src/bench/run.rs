@@ -134,8 +134,12 @@ fn slots_for(opts: &BenchOptions, max_size: u64) -> u32 {
         return 2;
     }
     let by_mem = (BUFFER_BUDGET / max_size.max(1)).max(1);
+    // With --verify each slot holds one message until it is checked, and a SEND server
+    // posts a slot's next receive only then: RX_DEPTH slots against TX_DEPTH messages in
+    // flight leave the server that much slack before its receive queue runs dry (perftest's
+    // rx_depth 512 against tx_depth 128).
     let by_iters = if opts.duration.is_some() {
-        u64::from(TX_DEPTH)
+        u64::from(if opts.verify { RX_DEPTH } else { TX_DEPTH })
     } else {
         opts.iters.max(1)
     };

@@ -4,6 +4,7 @@
 mod atomics;
 mod basic;
 mod congestion;
+mod credits;
 mod errors;
 mod goodput;
 mod loss;
