@@ -18,8 +18,11 @@
 //! `docs/reliability.md` describes the whole: driving an `RcQp`, both recovery modes, atomics,
 //! congestion control and the counters.
 //!
-//! Not implemented: SEND with invalidate, memory windows, UC/UD, end-to-end credits (ACKs
-//! advertise 0x1F "unlimited", as rxe), ATOMIC WRITE and FLUSH (IBTA 1.5).
+//! End-to-end credits (IBTA vol. 1 §9.7.7.2) since 2026-11-28: ACKs advertise the receive WQEs
+//! posted, and a SEND or WRITE with immediate starts within them plus one (`completer.rs`).
+//!
+//! Not implemented: SEND with invalidate, memory windows, UC/UD, shared receive queues,
+//! ATOMIC WRITE and FLUSH (IBTA 1.5).
 
 mod completer;
 mod completion;
