@@ -620,12 +620,35 @@ impl<const SQ: usize> Requester<SQ> {
             // found no receive WQE in sequence stays held there, waiting for this resend).
             self.sacked.remove(psn);
             self.resend.insert(psn);
+            self.mark_rest_of_message(psn);
         } else {
             self.rewind();
         }
         self.retrans_timer.stop();
         self.rnr_timer.arm(now.add_nanos(rnr_delay_ns(timer)));
         Ok(())
+    }
+
+    /// Selective repeat, after an RNR NAK for `psn`: marks for resending the packets of the
+    /// same SEND sent after it and not held by the responder. A SEND packet cannot be held
+    /// without its receive WQE, so the responder dropped them, and its NAK naming them came
+    /// during the RNR wait, which ignores NAKs for the same PSN: without this they waited for
+    /// the retransmit timer. (A WRITE with immediate's RNR NAK is for its last packet.)
+    fn mark_rest_of_message(&mut self, psn: Psn) {
+        let Some(e) = self.sq.iter().find(|e| e.contains(psn)) else {
+            return;
+        };
+        if e.is_rd_atomic() {
+            return;
+        }
+        let end = e.end_psn();
+        let mut q = psn.add(1);
+        while q.before(end) && q.before(self.psn_hi) {
+            if !self.sacked.contains(q) {
+                self.resend.insert(q);
+            }
+            q = q.add(1);
+        }
     }
 
     fn on_fatal_nak(&mut self, psn: Psn, status: WcStatus) -> Result<(), Fatal> {

@@ -217,3 +217,41 @@ fn a_late_ack_does_not_lower_the_limit() {
     // Receive sequence numbers 3..=7: the late ACK (limit 2 + 2 = 4) changed nothing.
     assert_eq!(burst(&mut p), 5);
 }
+
+#[test]
+fn an_rnr_nak_resends_the_whole_send_without_a_timeout() {
+    for recovery in [Recovery::GoBackN, Recovery::Selective] {
+        let mut p = pair_in(recovery);
+        // Three packets at PMTU 256, no receive WQE at B: RNR NAK for the first, the other
+        // two dropped (a SEND packet cannot be held without its WQE).
+        p.a.post_send(send_wqe(
+            9,
+            SendOpcode::Send,
+            &[sge(BASE_A, 600, KEY_A)],
+            0,
+            0,
+        ))
+        .unwrap();
+        p.settle();
+        assert_eq!(p.a.counters().naks_received.rnr, 1, "{recovery:?}");
+        p.b.post_recv(recv_wqe(1, &[sge(BASE_B, 600, KEY_B)]))
+            .unwrap();
+        p.run();
+        assert_eq!(
+            p.send_completions(Dir::AtoB),
+            [ok_wc(9, WcOpcode::Send, 600, QPN_A)],
+            "{recovery:?}"
+        );
+        assert_eq!(
+            p.mem_b.bytes(KEY_B, BASE_B, 600),
+            p.mem_a.bytes(KEY_A, BASE_A, 600),
+            "{recovery:?}"
+        );
+        let c = p.a.counters();
+        assert_eq!(
+            c.timeouts, 0,
+            "{recovery:?}: resent after the RNR wait, not the timer"
+        );
+        assert_eq!(c.retransmitted_packets, 3, "{recovery:?}");
+    }
+}
