@@ -141,13 +141,9 @@ pub const fn credit_count(code: u8) -> Option<u32> {
 /// The largest credit code whose credit count is ≤ `credits` (what a responder with `credits`
 /// free RECV WQEs advertises). Never returns 0x1F.
 pub fn credit_code_for(credits: u32) -> u8 {
-    let mut code = 0u8;
-    for (i, c) in CREDITS.iter().enumerate() {
-        if *c <= credits {
-            code = i as u8;
-        }
-    }
-    code
+    // The table ascends and starts at 0: at least one entry is ≤ `credits`. A binary search,
+    // since every ACK a responder sends now carries its credits.
+    (CREDITS.partition_point(|&c| c <= credits) - 1) as u8
 }
 
 /// RNR NAK timer delays in µs for codes 0..=31 (IBTA vol. 1 Table 45; code 0 = 655.36 ms).
