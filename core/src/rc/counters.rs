@@ -68,6 +68,10 @@ pub struct RcCounters {
     /// Selective repeat: packets resent because a SACK, NAK or out-of-order READ response
     /// showed them missing (not by the timer; a subset of `retransmitted_packets`).
     pub fast_retransmits: u64,
+    /// Stalls for end-to-end credits (IBTA vol. 1 §9.7.7.2): a new SEND / WRITE with immediate
+    /// that the window would let go waited because the responder's last ACK advertised too
+    /// few receive WQEs. Counted once per stall (per message held at the cursor).
+    pub credit_waits: u64,
     /// Selective repeat: second copies dropped without effect — requests already held
     /// beyond ePSN, READ responses already placed.
     pub duplicates_dropped: u64,

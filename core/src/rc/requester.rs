@@ -208,6 +208,8 @@ pub(crate) struct Requester<const SQ: usize> {
     /// `None`: no limit (no ACK with a credit count yet, or the responder sends code 0x1F,
     /// "invalid", as rxe does).
     pub(crate) recv_limit: Option<u32>,
+    /// The receive sequence number of the last message counted in `credit_waits`.
+    pub(crate) credit_waited: Option<u32>,
     /// Selective repeat: PSNs the responder holds beyond its ePSN (from SACK blocks).
     pub(crate) sacked: PsnBits,
     /// Selective repeat: READ response PSNs received and placed.
@@ -297,6 +299,7 @@ impl<const SQ: usize> Requester<SQ> {
             recv_seq_next: 0,
             ssn_next: 1,
             recv_limit: None,
+            credit_waited: None,
             sacked: PsnBits::default(),
             got: PsnBits::default(),
             timer_marked: PsnBits::default(),
@@ -570,6 +573,22 @@ impl<const SQ: usize> Requester<SQ> {
         true
     }
 
+    /// Counts, once per message, a new SEND / WRITE with immediate at the cursor that the
+    /// credits hold back while the window would let it go.
+    fn count_credit_wait(&mut self, ctr: &mut RcCounters) {
+        let Some(e) = deque_get(&self.sq, self.cur_idx) else {
+            return;
+        };
+        if self.cur_pkt == 0
+            && !self.credit_allows(e)
+            && self.window_allows(e)
+            && self.credit_waited != Some(e.recv_seq)
+        {
+            self.credit_waited = Some(e.recv_seq);
+            ctr.credit_waits += 1;
+        }
+    }
+
     /// `true` when the end-to-end credits let `entry` start (IBTA vol. 1 §9.7.7.2): it needs
     /// no receive WQE, or its receive sequence number is at most [`Requester::recv_limit`].
     fn credit_allows(&self, entry: &SqEntry) -> bool {
@@ -662,6 +681,7 @@ impl<const SQ: usize> Requester<SQ> {
             Some(at) => at,
             None => {
                 if !self.new_packet_allowed() {
+                    self.count_credit_wait(ctr);
                     return Ok(None);
                 }
                 (self.cur_idx, self.cur_pkt)

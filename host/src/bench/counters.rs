@@ -41,7 +41,7 @@ pub fn qp_line(role: &str, qpn: u32, c: &RcCounters) -> String {
     naks(&mut s, "naks_received", &c.naks_received);
     let _ = write!(
         s,
-        " duplicate_requests={} out_of_sequence_requests={} ghost_responses={} dropped_packets={} out_of_order_placed={} sacks_sent={} sacks_received={} fast_retransmits={} duplicates_dropped={} ce_marks_received={} cnps_sent={} cnps_received={} rate_decreases={} current_rate_mbps={} lowest_rate_mbps={}",
+        " duplicate_requests={} out_of_sequence_requests={} ghost_responses={} dropped_packets={} out_of_order_placed={} sacks_sent={} sacks_received={} fast_retransmits={} credit_waits={} duplicates_dropped={} ce_marks_received={} cnps_sent={} cnps_received={} rate_decreases={} current_rate_mbps={} lowest_rate_mbps={}",
         c.duplicate_requests,
         c.out_of_sequence_requests,
         c.ghost_responses,
@@ -50,6 +50,7 @@ pub fn qp_line(role: &str, qpn: u32, c: &RcCounters) -> String {
         c.sacks_sent,
         c.sacks_received,
         c.fast_retransmits,
+        c.credit_waits,
         c.duplicates_dropped,
         c.ce_marks_received,
         c.cnps_sent,

@@ -110,6 +110,7 @@ pub fn qp_counters_json(c: &RcCounters) -> Value {
         "sacks_sent": c.sacks_sent,
         "sacks_received": c.sacks_received,
         "fast_retransmits": c.fast_retransmits,
+        "credit_waits": c.credit_waits,
         "duplicates_dropped": c.duplicates_dropped,
         "ce_marks_received": c.ce_marks_received,
         "cnps_sent": c.cnps_sent,

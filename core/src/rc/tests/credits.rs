@@ -95,6 +95,8 @@ fn sends_wait_for_credits_and_one_message_probes() {
             p.mem_a.bytes(KEY_A, BASE_A, 600),
             "{recovery:?}"
         );
+        // One stall: SEND 3 (4 and 5 behind it) waited until the ACK after the RNR wait.
+        assert_eq!(p.a.counters().credit_waits, 1, "{recovery:?}");
         // Only the probing SEND was sent twice; one RNR NAK in all.
         assert_eq!(p.a.counters().retransmitted_packets, 1, "{recovery:?}");
         assert_eq!(p.a.counters().naks_received.rnr, 1, "{recovery:?}");
@@ -145,6 +147,11 @@ fn writes_do_not_wait_for_credits_and_split_writes_count_per_packet() {
         write(&mut p, 4, true);
         write(&mut p, 5, false);
         assert_eq!(burst(&mut p), 9, "{recovery:?}");
+        assert_eq!(
+            p.a.counters().credit_waits,
+            1,
+            "{recovery:?}: the third one"
+        );
         recv(&mut p, 1);
         recv(&mut p, 2);
         p.run();
