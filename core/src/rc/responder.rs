@@ -374,7 +374,6 @@ impl<const RQ: usize> Responder<RQ> {
         });
     }
 
-    /// Queues an ACK/NAK, merging it into a trailing ACK (ACKs are cumulative).
     /// The ACK syndrome with this QP's end-to-end credits (IBTA vol. 1 §9.7.7.2): the receive
     /// WQEs posted and not yet consumed in sequence, rounded down to a credit code. Every
     /// ACK-kind AETH carries it — ACKNOWLEDGE, READ response first/last/only, ATOMIC
@@ -385,13 +384,9 @@ impl<const RQ: usize> Responder<RQ> {
         }
     }
 
+    /// Queues an ACK/NAK, merging it into a trailing ACK (ACKs are cumulative). An ACK's
+    /// `syndrome` is [`Self::ack_syndrome`], built by the caller just before.
     fn push_ack(&mut self, psn: Psn, syndrome: Syndrome) {
-        // Credits as of now, whatever the caller built.
-        let syndrome = if syndrome.is_ack() {
-            self.ack_syndrome()
-        } else {
-            syndrome
-        };
         let item = Response::Ack {
             psn,
             syndrome,
