@@ -461,36 +461,54 @@ impl IcrcContext {
     }
 }
 
-/// Prefix CRCs: the CRC of the LRH stand-in and the masked IP and UDP headers — everything the
-/// ICRC covers before the BTH — kept per (context, UDP length), so that an ICRC costs the CRC of
-/// the BTH onwards only. In a stream every packet of a flow has one of a few lengths, and only
-/// the BTH (PSN, opcode) and what follows change from packet to packet.
+/// The ICRC of one flow — one source and destination address and UDP port — with the CRC of
+/// everything before the BTH (the LRH stand-in and the masked IP and UDP headers) computed
+/// once, so that a packet's ICRC costs the CRC of its BTH onwards only.
 ///
-/// The IPv4 Identification is covered by the ICRC (module docs) and differs between the
-/// segments of a GSO send. It is not part of the key: the CRC is affine, so the prefix CRC with
-/// ID `x` is the one with ID 0 XOR a difference that depends on `x` alone (the ID sits at the
-/// same distance from the prefix's end for every length), [`ident_delta`]. A few slots, filled
-/// round-robin; a miss computes the prefix as [`IcrcContext::compute_parts`] does.
-#[derive(Debug, Clone, Default)]
-pub struct IcrcPrefixCache {
-    /// (context with IPv4 ID 0, UDP length in bytes, prefix CRC with ID 0).
-    slots: [Option<(IcrcContext, usize, u32)>; PREFIX_SLOTS],
-    next: usize,
+/// What differs between the packets of a flow before the BTH are the length fields (IPv4 total
+/// length or IPv6 payload length, and the UDP length) and the IPv4 Identification. The CRC is
+/// affine in its input, so the prefix CRC with other values in those fields is the one kept
+/// XOR a difference that depends on each field's value alone: the CRC (zero start, no final
+/// XOR) of the field's change followed by the zero bytes up to the BTH, a fixed distance for
+/// each field ([`field_delta`], over per-bit tables computed at compile time). The ICRC masks
+/// the IPv4 header checksum, which the lengths and the ID would otherwise change.
+///
+/// The flow replaces the [`IcrcContext`] on the per-packet paths: building and comparing
+/// contexts cost more than the CRC of a short packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IcrcFlow {
+    /// The prefix CRC (finalized, as [`Hasher::finalize`] gives it) with UDP length
+    /// [`BASE_UDP_LEN`] and IPv4 ID 0.
+    base: u32,
+    /// An IPv4 flow (else IPv6, which has no ID and counts its payload length from the UDP
+    /// header).
+    ipv4: bool,
+    /// The largest UDP length the IP header's length field can describe (bytes).
+    max_udp_len: usize,
 }
 
-/// Prefix CRCs an [`IcrcPrefixCache`] keeps: data packets, ACKs and a short last packet.
-const PREFIX_SLOTS: usize = 4;
+/// The UDP length the base prefix of an [`IcrcFlow`] is computed with: the header alone.
+const BASE_UDP_LEN: u16 = udp::HEADER_LEN as u16;
 
-/// Prefix bytes after the IPv4 Identification (header bytes 4–5): the rest of the IPv4 header
-/// (bytes 6–19) and the UDP header.
-const AFTER_IDENT: usize = ipv4::HEADER_LEN - 6 + udp::HEADER_LEN;
+/// Bytes between the end of a 2-byte field and the BTH, for each field an [`IcrcFlow`] varies.
+const V4_LENGTH_AFTER: usize = ipv4::HEADER_LEN + udp::HEADER_LEN - ipv4::field::LENGTH.end;
+const V4_IDENT_AFTER: usize = ipv4::HEADER_LEN + udp::HEADER_LEN - ipv4::field::IDENT.end;
+const V6_LENGTH_AFTER: usize = ipv6::HEADER_LEN + udp::HEADER_LEN - ipv6::field::LENGTH.end;
+const UDP_LENGTH_AFTER: usize = udp::HEADER_LEN - udp::field::LENGTH.end;
+
+/// Per-bit tables of [`field_delta`].
+const V4_LENGTH_BASIS: [u32; 16] = field_basis(V4_LENGTH_AFTER);
+const V4_IDENT_BASIS: [u32; 16] = field_basis(V4_IDENT_AFTER);
+const V6_LENGTH_BASIS: [u32; 16] = field_basis(V6_LENGTH_AFTER);
+const UDP_LENGTH_BASIS: [u32; 16] = field_basis(UDP_LENGTH_AFTER);
 
 /// The CRC register (reflected, initial value 0, no final XOR: a linear function of the input)
-/// of `data`, bit by bit; compile-time only.
-const fn raw_crc(data: &[u8]) -> u32 {
+/// of the first `len` bytes of `data`, bit by bit; compile-time only.
+const fn raw_crc(data: &[u8], len: usize) -> u32 {
     let mut c = 0u32;
     let mut i = 0;
-    while i < data.len() {
+    while i < len {
         c ^= data[i] as u32;
         let mut k = 0;
         while k < 8 {
@@ -506,52 +524,90 @@ const fn raw_crc(data: &[u8]) -> u32 {
     c
 }
 
-/// [`ident_delta`] of each single bit of the ID (bit `b` = ID `1 << b`).
-const IDENT_BASIS: [u32; 16] = {
+/// For each bit `b` of a big-endian 2-byte field followed by `after` bytes up to the BTH: the
+/// [`raw_crc`] of the field holding `1 << b` and those bytes zero.
+const fn field_basis(after: usize) -> [u32; 16] {
     let mut t = [0u32; 16];
     let mut b = 0;
     while b < 16 {
-        let mut e = [0u8; 2 + AFTER_IDENT];
-        let id = (1u16 << b).to_be_bytes();
-        e[0] = id[0];
-        e[1] = id[1];
-        t[b] = raw_crc(&e);
+        let mut e = [0u8; 2 + V6_LENGTH_AFTER];
+        let v = (1u16 << b).to_be_bytes();
+        e[0] = v[0];
+        e[1] = v[1];
+        t[b] = raw_crc(&e, 2 + after);
         b += 1;
     }
     t
-};
+}
 
-/// The prefix CRC with IPv4 ID `ident` XOR the one with ID 0 (same headers otherwise): the
-/// linear part of the CRC of the difference, the ID's two bytes followed by [`AFTER_IDENT`]
-/// zero bytes.
+/// The change of the prefix CRC when a field with table `basis` changes by `diff` (old value
+/// XOR new): the XOR of the table's entries for the bits set in `diff`.
 #[inline]
-fn ident_delta(ident: u16) -> u32 {
+fn field_delta(basis: &[u32; 16], diff: u16) -> u32 {
     let mut d = 0;
-    let mut x = ident;
+    let mut x = diff;
     while x != 0 {
-        d ^= IDENT_BASIS[x.trailing_zeros() as usize];
+        d ^= basis[x.trailing_zeros() as usize];
         x &= x - 1;
     }
     d
 }
 
-impl IcrcPrefixCache {
-    /// An empty cache.
-    pub fn new() -> IcrcPrefixCache {
-        IcrcPrefixCache::default()
+impl IcrcFlow {
+    /// The flow of `ctx`'s datagrams (its IPv4 ID and length fields are ignored).
+    pub fn new(ctx: &IcrcContext) -> IcrcFlow {
+        let mut key = *ctx;
+        if let IpRepr::V4(r) = &mut key.ip {
+            r.ident = 0;
+        }
+        let mut m = [0u8; GATHER];
+        let ipl = key.emit_headers(usize::from(BASE_UDP_LEN), &mut m);
+        mask_headers(&mut m, ipl);
+        let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
+        h.update(&m[..ipl + udp::HEADER_LEN]);
+        IcrcFlow {
+            base: h.finalize(),
+            ipv4: matches!(ctx.ip, IpRepr::V4(_)),
+            max_udp_len: ctx.ip.max_payload_len(),
+        }
     }
 
-    /// [`IcrcContext::compute_parts`] of `ctx` (the same result), from the cached prefix CRC.
+    /// The prefix CRC of a datagram of this flow with `udp_len` bytes of UDP (at most 65535
+    /// less the IPv4 header) and IPv4 ID `ident` (ignored for IPv6).
+    #[inline]
+    fn prefix(&self, udp_len: u16, ident: u16) -> u32 {
+        let udp = field_delta(&UDP_LENGTH_BASIS, udp_len ^ BASE_UDP_LEN);
+        if self.ipv4 {
+            let total = udp_len + ipv4::HEADER_LEN as u16;
+            let base_total = BASE_UDP_LEN + ipv4::HEADER_LEN as u16;
+            self.base
+                ^ udp
+                ^ field_delta(&V4_LENGTH_BASIS, total ^ base_total)
+                ^ field_delta(&V4_IDENT_BASIS, ident)
+        } else {
+            self.base ^ udp ^ field_delta(&V6_LENGTH_BASIS, udp_len ^ BASE_UDP_LEN)
+        }
+    }
+
+    /// [`IcrcContext::compute_parts`] of this flow's context with IPv4 ID `ident` (the same
+    /// result): `head` (at least the BTH) followed by the bytes of `rest`.
     ///
     /// # Errors
-    /// As [`IcrcContext::compute_parts`].
+    /// [`Error::Truncated`] when `head` is shorter than a BTH; [`Error::BadLength`] when the
+    /// datagram would not fit the IP length field.
     #[inline]
-    pub fn compute_parts(&mut self, ctx: &IcrcContext, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
-        let udp_len = ctx.udp_len_of(head, rest)?;
-        let state = self.prefix(ctx, udp_len);
+    pub fn compute_parts(&self, ident: u16, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
+        if head.len() < bth::HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+        let udp_len = udp::HEADER_LEN + ib_len + ICRC_LEN;
+        if udp_len > self.max_udp_len {
+            return Err(Error::BadLength);
+        }
         let mut m = [0u8; GATHER];
         Ok(crc_tail(
-            Hasher::new_with_initial(state),
+            Hasher::new_with_initial(self.prefix(udp_len as u16, ident)),
             &mut m,
             0,
             head,
@@ -559,58 +615,23 @@ impl IcrcPrefixCache {
         ))
     }
 
-    /// [`IcrcContext::seal`] of `ctx`, from the cached prefix CRC.
+    /// [`IcrcContext::seal`] of this flow's context with IPv4 ID `ident`: computes the ICRC
+    /// over all but the last 4 bytes of `udp_payload` and writes it into them.
     ///
     /// # Errors
-    /// As [`IcrcContext::seal`].
+    /// As [`compute_parts`](Self::compute_parts); [`Error::Truncated`] when `udp_payload`
+    /// cannot hold a BTH and an ICRC.
     #[inline]
-    pub fn seal(&mut self, ctx: &IcrcContext, udp_payload: &mut [u8]) -> Result<()> {
+    pub fn seal(&self, ident: u16, udp_payload: &mut [u8]) -> Result<()> {
         if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
             return Err(Error::Truncated);
         }
         let at = udp_payload.len() - ICRC_LEN;
-        let crc = self.compute_parts(ctx, &udp_payload[..at], &[])?;
+        let crc = self.compute_parts(ident, &udp_payload[..at], &[])?;
         udp_payload[at..].copy_from_slice(&to_wire(crc));
         Ok(())
     }
-
-    /// The prefix CRC of `ctx`'s datagrams with `udp_len` bytes of UDP.
-    #[inline]
-    fn prefix(&mut self, ctx: &IcrcContext, udp_len: usize) -> u32 {
-        let (key, ident) = match ctx.ip {
-            IpRepr::V4(r) => {
-                let mut k = *ctx;
-                if let IpRepr::V4(kr) = &mut k.ip {
-                    kr.ident = 0;
-                }
-                (k, r.ident)
-            }
-            IpRepr::V6(_) => (*ctx, 0),
-        };
-        let hit = self
-            .slots
-            .iter()
-            .flatten()
-            .find(|(c, l, _)| *l == udp_len && *c == key)
-            .map(|&(_, _, crc)| crc);
-        let crc = match hit {
-            Some(crc) => crc,
-            None => {
-                let mut m = [0u8; GATHER];
-                let ipl = key.emit_headers(udp_len, &mut m);
-                mask_headers(&mut m, ipl);
-                let mut h = Hasher::new_with_initial(LRH_STANDIN_CRC);
-                h.update(&m[..ipl + udp::HEADER_LEN]);
-                let crc = h.finalize();
-                self.slots[self.next] = Some((key, udp_len, crc));
-                self.next = (self.next + 1) % PREFIX_SLOTS;
-                crc
-            }
-        };
-        crc ^ ident_delta(ident)
-    }
 }
-
 #[cfg(test)]
 mod test {
     use super::*;
@@ -693,11 +714,11 @@ mod test {
     }
 
     #[test]
-    fn prefix_cache_equals_compute_parts_and_is_never_stale() {
-        // Every call goes through one cache: contexts, lengths and IDs interleaved (one length
-        // for every context in turn, then the next), more (context, length) pairs than it has
-        // slots, each result against the uncached CRC. A cache keyed without the context, the
-        // length or the ID fails here.
+    fn a_flow_equals_compute_parts_at_every_length_and_ident() {
+        // Each flow against the context's own CRC (headers written out in full), over lengths
+        // whose UDP length and IP length fields differ from the base in few and in many bits,
+        // and IDs with one, several and all bits set. A length or ID delta with a wrong table
+        // or distance fails here.
         let v4 = |a: u8, port: u16| {
             IcrcContext::for_udp_socket_v4(
                 Ipv4Addr::new(10, 0, 0, a),
@@ -712,39 +733,43 @@ mod test {
             49152,
             4791,
         );
-        let ctxs = [v4(1, 49152), v4(3, 49152), v4(1, 49153), v6];
-        let mut cache = IcrcPrefixCache::new();
-        let mut ib = vec![0u8; 4124 + ICRC_LEN];
+        let mut ib = vec![0u8; 9000 + ICRC_LEN];
         for (i, b) in ib.iter_mut().enumerate() {
             *b = (i * 29 + 11) as u8;
         }
-        for round in 0..3u32 {
-            for len in [12, 16, 28, 60, GATHER, 1052, 4124] {
-                for (c, ctx) in ctxs.iter().enumerate() {
-                    for ident in [0u16, 1, 2, 5, 63, 0x718c, 0xffff] {
-                        let ctx = with_ident(ctx, ident);
-                        // A new PSN every time: only the headers before the BTH are cached.
-                        let psn = round * 1000 + c as u32 * 100 + ident as u32;
-                        ib[9..12].copy_from_slice(&psn.to_be_bytes()[1..]);
-                        let (head, tail) = ib[..len].split_at(12);
-                        let (a, b) = tail.split_at(tail.len() / 2);
-                        let want = ctx.compute_parts(head, &[a, b]).unwrap();
-                        assert_eq!(
-                            cache.compute_parts(&ctx, head, &[a, b]),
-                            Ok(want),
-                            "round {round} ctx {c} len {len} id {ident:#x}"
-                        );
-                        let mut sealed = ib[..len + ICRC_LEN].to_vec();
-                        cache.seal(&ctx, &mut sealed).unwrap();
-                        assert_eq!(from_wire(sealed[len..].try_into().unwrap()), want);
-                    }
+        for (c, ctx) in [v4(1, 49152), v4(3, 49153), v6].iter().enumerate() {
+            let flow = IcrcFlow::new(ctx);
+            // The flow ignores the context's own ID.
+            assert_eq!(IcrcFlow::new(&with_ident(ctx, 0x1234)), flow);
+            for len in [12, 16, 28, 60, GATHER, 1052, 2047, 4124, 8191, 9000] {
+                for ident in [0u16, 1, 2, 5, 63, 0x718c, 0xffff] {
+                    let ctx = with_ident(ctx, ident);
+                    let psn = c as u32 * 100 + ident as u32;
+                    ib[9..12].copy_from_slice(&psn.to_be_bytes()[1..]);
+                    let (head, tail) = ib[..len].split_at(12);
+                    let (a, b) = tail.split_at(tail.len() / 2);
+                    let want = ctx.compute_parts(head, &[a, b]).unwrap();
+                    // IPv6 has no ID: the flow's result does not depend on it.
+                    let id = if c == 2 { ident ^ 0x5a5a } else { ident };
+                    assert_eq!(
+                        flow.compute_parts(id, head, &[a, b]),
+                        Ok(want),
+                        "ctx {c} len {len} id {ident:#x}"
+                    );
+                    let mut sealed = ib[..len + ICRC_LEN].to_vec();
+                    flow.seal(id, &mut sealed).unwrap();
+                    assert_eq!(from_wire(sealed[len..].try_into().unwrap()), want);
                 }
             }
         }
-        assert_eq!(
-            cache.compute_parts(&v6, &ib[..11], &[]),
-            Err(Error::Truncated)
-        );
+        let flow = IcrcFlow::new(&v4(1, 49152));
+        assert_eq!(flow.compute_parts(0, &ib[..11], &[]), Err(Error::Truncated));
+        let big = vec![0u8; u16::MAX as usize];
+        assert_eq!(flow.compute_parts(0, &big, &[]), Err(Error::BadLength));
+        assert!(IcrcFlow::new(&v6)
+            .compute_parts(0, &big[..65000], &[])
+            .is_ok());
+        assert_eq!(flow.seal(0, &mut [0u8; 15]), Err(Error::Truncated));
     }
 
     /// `ctx` with IPv4 Identification `ident`.

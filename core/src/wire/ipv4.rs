@@ -19,7 +19,7 @@ use super::{read_u16, write_u16, Error, Result};
 /// IP protocol number of UDP.
 pub const PROTOCOL_UDP: u8 = 17;
 
-mod field {
+pub(crate) mod field {
     use crate::wire::Field;
 
     pub const VER_IHL: usize = 0;

@@ -15,7 +15,7 @@ use super::{read_u16, write_u16, Error, Result};
 /// Next-header value of UDP.
 pub const NEXT_HEADER_UDP: u8 = 17;
 
-mod field {
+pub(crate) mod field {
     use crate::wire::Field;
 
     /// Version (4 bits), traffic class (8), flow label (20).

@@ -11,7 +11,7 @@ use super::{read_u16, write_u16, Error, Result};
 /// The RoCEv2 UDP destination port (IANA "roce", rxe_net.c `ROCE_V2_UDP_DPORT`).
 pub const ROCE_V2_PORT: u16 = 4791;
 
-mod field {
+pub(crate) mod field {
     use crate::wire::Field;
 
     pub const SRC_PORT: Field = 0..2;

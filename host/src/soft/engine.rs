@@ -10,12 +10,13 @@ use rdmesh_core::rc::{
     Instant, RcCounters, RcQp, Recovery, RecvWqe, RtrConfig, RtsConfig, SendWqe, WcOpcode,
     WcStatus, WorkCompletion, WriteCursor,
 };
+use rdmesh_core::wire::icrc::IcrcFlow;
 use rdmesh_core::wire::{IbPacket, Opcode, Psn};
 
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::soft::clock::Clock;
-use crate::soft::ident::{with_ident, IdentSolver};
+use crate::soft::ident::IdentSolver;
 use crate::soft::impair::{Fate, ImpairCounters, Impairer};
 use crate::soft::qp_table::{LastQp, QpTable};
 use crate::soft::raw_rx::{self, RawReceiver, Skip};
@@ -328,6 +329,8 @@ struct QpCore {
     access: AccessFlags,
     rc: Option<Box<Rc>>,
     remote: Option<SocketAddr>,
+    /// The ICRC flow of packets to `remote` (set with it at RTR).
+    flow: Option<IcrcFlow>,
     /// Receives posted in INIT, handed to the RC state machine at RTR.
     early_recvs: Vec<RecvWqe>,
     rtr: Option<RtrConfig>,
@@ -559,6 +562,7 @@ impl SoftDevice {
                     access: AccessFlags::NONE,
                     rc: None,
                     remote: None,
+                    flow: None,
                     early_recvs: Vec::new(),
                     rtr: None,
                     recovery: Recovery::GoBackN,
@@ -591,6 +595,7 @@ impl SoftDevice {
         let mut core = qp.lock();
         core.rc = None;
         core.remote = None;
+        core.flow = None;
         core.rtr = None;
         core.state = QpState::Reset;
     }
@@ -624,6 +629,7 @@ impl SoftDevice {
             QpState::Reset => {
                 core.rc = None;
                 core.remote = None;
+                core.flow = None;
                 core.early_recvs.clear();
                 core.rtr = None;
             }
@@ -662,6 +668,10 @@ impl SoftDevice {
                 core.rc = Some(rc);
                 core.rtr = Some(rtr);
                 core.remote = Some(ah.socket_addr());
+                core.flow = Some(IcrcFlow::new(&headers::context(
+                    self.local,
+                    ah.socket_addr(),
+                )));
                 tracing::info!(qpn = format_args!("{:#08x}", qp.qpn), remote = %ah.socket_addr(), dest_qpn = format_args!("{:#08x}", rtr.remote_qpn), mtu = rtr.path_mtu.bytes(), "QP to RTR");
             }
             QpState::Rts => {
@@ -778,6 +788,7 @@ impl SoftDevice {
         let QpCore {
             rc,
             remote,
+            flow,
             txbuf,
             ack_hold,
             last_req_opcode,
@@ -787,13 +798,12 @@ impl SoftDevice {
             last_mr,
             ..
         } = core;
-        let (Some(rc), Some(remote)) = (rc.as_mut(), *remote) else {
+        let (Some(rc), Some(remote), Some(flow)) = (rc.as_mut(), *remote, flow.as_ref()) else {
             return;
         };
         if txbuf.len() < udp_io::MAX_GSO_BYTES + MAX_PACKET {
             txbuf.resize(udp_io::MAX_GSO_BYTES + MAX_PACKET, 0);
         }
-        let ctx = headers::context(self.local, remote);
         let gso = self.gso.load(Ordering::Relaxed);
         let max_segments = if gso { udp_io::MAX_GSO_SEGMENTS } else { 1 };
         // Payload sent straight from the region (module `tx_spans`) where the packets need not
@@ -820,7 +830,7 @@ impl SoftDevice {
                 let gathered = urgent_ack.is_none()
                     && !spans.is_empty()
                     && $batch.count > 1
-                    && self.send_gathered(qp, buf, $batch, spans, &ctx, remote);
+                    && self.send_gathered(qp, buf, $batch, spans, flow, remote);
                 if !gathered {
                     tx_spans::materialize(buf, spans);
                     match urgent_ack {
@@ -829,10 +839,10 @@ impl SoftDevice {
                             &mut ack_buf[..n + 4],
                             buf,
                             $batch,
-                            &ctx,
+                            flow,
                             remote,
                         ),
-                        None => self.send_batch(qp, buf, $batch, &ctx, remote),
+                        None => self.send_batch(qp, buf, $batch, flow, remote),
                     }
                 }
             }};
@@ -894,14 +904,14 @@ impl SoftDevice {
             if let Some(n) = ack_hold.take(&mut txbuf[..]) {
                 let mut one = TxBatch::new(1);
                 one.push(n + 4);
-                self.send_batch(qp, &mut txbuf[..n + 4], &one, &ctx, remote);
+                self.send_batch(qp, &mut txbuf[..n + 4], &one, flow, remote);
             }
         }
         // CNPs the notification point generated for CE-marked packets (28 bytes + ICRC). They
         // bypass the impairment layer, so its accounting covers data and ACKs only.
         let buf = &mut txbuf[..MAX_PACKET];
         while let Some(n) = rc.poll_cnp(&mut buf[..MAX_PACKET - 4]) {
-            match ctx.seal(&mut buf[..n + 4]) {
+            match flow.seal(0, &mut buf[..n + 4]) {
                 Ok(()) => self.send_now(&buf[..n + 4], remote),
                 Err(e) => {
                     tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a CNP");
@@ -931,7 +941,7 @@ impl SoftDevice {
         buf: &mut [u8],
         batch: &TxBatch,
         spans: &[Span],
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) -> bool {
         let Some(mr) = tx_spans::single_region(spans) else {
@@ -939,31 +949,24 @@ impl SoftDevice {
         };
         if let Some(imp) = self.impairer() {
             if !lock_impairer(imp).passes(batch.count) {
-                return self.send_gathered_impaired(imp, mr, buf, batch, spans, ctx, remote);
+                return self.send_gathered_impaired(imp, mr, buf, batch, spans, flow, remote);
             }
         }
         let region = mr.lock();
         if !region.is_live() {
             return false;
         }
-        let sealed = headers::with_tx_prefix(|cache| {
-            for (i, (off, len)) in batch.packets().enumerate() {
-                let ctx = with_ident(ctx, i as u16);
-                match tx_spans::icrc_of(cache, &ctx, buf, off, len, spans, &region) {
-                    Ok(crc) => {
-                        buf[off + len - 4..off + len]
-                            .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc));
-                    }
-                    Err(e) => {
-                        tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
-                        return false;
-                    }
+        for (i, (off, len)) in batch.packets().enumerate() {
+            match tx_spans::icrc_of(flow, i as u16, buf, off, len, spans, &region) {
+                Ok(crc) => {
+                    buf[off + len - 4..off + len]
+                        .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc));
+                }
+                Err(e) => {
+                    tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
+                    return false;
                 }
             }
-            true
-        });
-        if !sealed {
-            return false;
         }
         self.tx_sequence
             .fetch_add(batch.count as u64, Ordering::Relaxed);
@@ -998,7 +1001,7 @@ impl SoftDevice {
         buf: &mut [u8],
         batch: &TxBatch,
         spans: &[Span],
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) -> bool {
         let now = self.now().0;
@@ -1015,10 +1018,7 @@ impl SoftDevice {
             };
             let mut sealed = true;
             for (j, &(off, len)) in run.iter().enumerate() {
-                let ctx = with_ident(ctx, j as u16);
-                match headers::with_tx_prefix(|cache| {
-                    tx_spans::icrc_of(cache, &ctx, buf, off, len, spans, &region)
-                }) {
+                match tx_spans::icrc_of(flow, j as u16, buf, off, len, spans, &region) {
                     Ok(crc) => buf[off + len - 4..off + len]
                         .copy_from_slice(&rdmesh_core::wire::icrc::to_wire(crc)),
                     Err(e) => {
@@ -1057,7 +1057,7 @@ impl SoftDevice {
                         iov.iter().for_each(|p| pkt.extend_from_slice(p))
                     });
                     self.tx_sequence.fetch_add(1, Ordering::Relaxed);
-                    if with_ident(ctx, 0).seal(&mut pkt).is_ok() {
+                    if flow.seal(0, &mut pkt).is_ok() {
                         lock_impairer(imp).apply(plan, now, remote, &pkt, &mut out);
                         for (dst, p) in out.drain(..) {
                             self.send_now(&p, dst);
@@ -1078,17 +1078,17 @@ impl SoftDevice {
         qp: &QpShared,
         buf: &mut [u8],
         batch: &TxBatch,
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) {
         if let Some(imp) = self.impairer() {
             if !lock_impairer(imp).passes(batch.count) {
-                self.send_impaired(imp, qp, buf, batch, ctx, remote);
+                self.send_impaired(imp, qp, buf, batch, flow, remote);
                 return;
             }
         }
-        if self.seal_batch(qp, buf, batch, ctx, remote) {
-            self.send_sealed(buf, batch, ctx, remote);
+        if self.seal_batch(qp, buf, batch, flow, remote) {
+            self.send_sealed(buf, batch, flow, remote);
         }
     }
 
@@ -1100,7 +1100,7 @@ impl SoftDevice {
         ack: &mut [u8],
         buf: &mut [u8],
         batch: &TxBatch,
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) {
         let mut one = TxBatch::new(1);
@@ -1108,13 +1108,13 @@ impl SoftDevice {
         let impaired = self
             .impairer()
             .is_some_and(|imp| !lock_impairer(imp).passes(1 + batch.count));
-        if impaired || !self.seal_batch(qp, ack, &one, ctx, remote) {
-            self.send_batch(qp, ack, &one, ctx, remote);
-            self.send_batch(qp, buf, batch, ctx, remote);
+        if impaired || !self.seal_batch(qp, ack, &one, flow, remote) {
+            self.send_batch(qp, ack, &one, flow, remote);
+            self.send_batch(qp, buf, batch, flow, remote);
             return;
         }
-        if !self.seal_batch(qp, buf, batch, ctx, remote) {
-            self.send_sealed(ack, &one, ctx, remote);
+        if !self.seal_batch(qp, buf, batch, flow, remote) {
+            self.send_sealed(ack, &one, flow, remote);
             return;
         }
         match udp_io::send_after(&self.socket, ack, buf, batch.seg, remote) {
@@ -1125,8 +1125,8 @@ impl SoftDevice {
             }
             Err(e) => {
                 tracing::debug!(%remote, error = %e, "sendmmsg of an ACK and its reply failed; sending them apart");
-                self.send_sealed(ack, &one, ctx, remote);
-                self.send_sealed(buf, batch, ctx, remote);
+                self.send_sealed(ack, &one, flow, remote);
+                self.send_sealed(buf, batch, flow, remote);
             }
         }
     }
@@ -1138,11 +1138,11 @@ impl SoftDevice {
         qp: &QpShared,
         buf: &mut [u8],
         batch: &TxBatch,
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) -> bool {
         batch.packets().enumerate().all(|(i, (off, len))| {
-            self.seal_one(qp, &mut buf[off..off + len], i as u16, ctx, remote)
+            self.seal_one(qp, &mut buf[off..off + len], i as u16, flow, remote)
         })
     }
 
@@ -1153,11 +1153,11 @@ impl SoftDevice {
         qp: &QpShared,
         pkt: &mut [u8],
         ident: u16,
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) -> bool {
         let len = pkt.len();
-        if let Err(e) = headers::with_tx_prefix(|c| c.seal(&with_ident(ctx, ident), pkt)) {
+        if let Err(e) = flow.seal(ident, pkt) {
             tracing::error!(qpn = format_args!("{:#08x}", qp.qpn), error = %e, "cannot seal a packet the RC engine produced");
             return false;
         }
@@ -1187,7 +1187,7 @@ impl SoftDevice {
         qp: &QpShared,
         buf: &mut [u8],
         batch: &TxBatch,
-        ctx: &rdmesh_core::wire::IcrcContext,
+        flow: &IcrcFlow,
         remote: SocketAddr,
     ) {
         let now = self.now().0;
@@ -1201,13 +1201,13 @@ impl SoftDevice {
             }
             let pkts = &mut buf[start..start + b.used];
             let sealed = b.packets().enumerate().all(|(j, (off, len))| {
-                self.seal_one(qp, &mut pkts[off..off + len], j as u16, ctx, remote)
+                self.seal_one(qp, &mut pkts[off..off + len], j as u16, flow, remote)
             });
             if sealed {
                 if b.count == 1 {
                     self.send_now(pkts, remote);
                 } else {
-                    self.send_sealed(pkts, b, ctx, remote);
+                    self.send_sealed(pkts, b, flow, remote);
                 }
             }
             b.clear();
@@ -1230,7 +1230,7 @@ impl SoftDevice {
                 Fate::Alter(plan) => {
                     flush(&mut run, buf);
                     let pkt = &mut buf[off..off + len];
-                    if self.seal_one(qp, pkt, 0, ctx, remote) {
+                    if self.seal_one(qp, pkt, 0, flow, remote) {
                         lock_impairer(imp).apply(plan, now, remote, pkt, &mut out);
                         for (dst, p) in out.drain(..) {
                             self.send_now(&p, dst);
@@ -1244,13 +1244,7 @@ impl SoftDevice {
 
     /// Sends the sealed packets of `batch`, which the impairment layer (if any) let pass
     /// already: one GSO send, or one datagram.
-    fn send_sealed(
-        &self,
-        buf: &mut [u8],
-        batch: &TxBatch,
-        ctx: &rdmesh_core::wire::IcrcContext,
-        remote: SocketAddr,
-    ) {
+    fn send_sealed(&self, buf: &mut [u8], batch: &TxBatch, flow: &IcrcFlow, remote: SocketAddr) {
         if batch.count == 1 {
             self.send_now(buf, remote);
             return;
@@ -1279,7 +1273,7 @@ impl SoftDevice {
                 }
                 for (off, len) in batch.packets() {
                     let pkt = &mut buf[off..off + len];
-                    if ctx.seal(pkt).is_ok() {
+                    if flow.seal(0, pkt).is_ok() {
                         self.send_now(pkt, remote);
                     }
                 }
@@ -1385,7 +1379,7 @@ impl SoftDevice {
         solver: &mut IdentSolver,
     ) -> Option<u16> {
         bump(&self.counters.rx_packets);
-        let ident = solver.verify(&headers::context(src, self.local), pkt, hint);
+        let ident = solver.verify(src, self.local, pkt, hint);
         if ident.is_none() {
             bump(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
@@ -1575,7 +1569,6 @@ impl SoftDevice {
                     return Placement::Empty;
                 }
             };
-            let ctx = headers::context(g.src, self.local);
             let same_layout =
                 peeked.is_none() || (g.bytes, g.segment.unwrap_or(g.bytes)) == (bytes, seg);
             let from_peer = is_from_peer(remote, g.src);
@@ -1590,7 +1583,8 @@ impl SoftDevice {
                     let end = l.off + l.len;
                     rx_place::is_expected(&buf[l.off..hole], &l, k, qpn, &cursor)
                         && match ident.verify_parts(
-                            &ctx,
+                            g.src,
+                            self.local,
                             &buf[l.off..hole],
                             &[
                                 &region[l.at..l.at + l.placed],

@@ -1,10 +1,9 @@
 //! The IP/UDP header values the soft provider puts on the wire and assumes on receive, and the
 //! ICRC context built from them (see the module docs of [`crate::soft`]).
 
-use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 
-use rdmesh_core::wire::icrc::{IcrcContext, IcrcPrefixCache};
+use rdmesh_core::wire::icrc::IcrcContext;
 
 /// TTL / hop limit set on every packet (masked out of the ICRC).
 pub const TTL: u8 = 64;
@@ -25,15 +24,4 @@ fn to_v6(a: IpAddr) -> std::net::Ipv6Addr {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
     }
-}
-
-thread_local! {
-    /// The sending thread's prefix CRCs (flushes run on application threads and on the
-    /// progress thread; keyed by context and length, so every QP's packets can share it).
-    static TX_PREFIX: RefCell<IcrcPrefixCache> = RefCell::new(IcrcPrefixCache::new());
-}
-
-/// `f` with the calling thread's [`IcrcPrefixCache`] for sealing packets.
-pub(crate) fn with_tx_prefix<R>(f: impl FnOnce(&mut IcrcPrefixCache) -> R) -> R {
-    TX_PREFIX.with(|c| f(&mut c.borrow_mut()))
 }

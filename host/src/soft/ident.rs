@@ -12,16 +12,20 @@
 //! difference between the CRC with ID `x` and with ID 0 is a linear function `L(x)` of the ID
 //! bits alone, the same for every packet of that length. The basis `L(1 << b)` is computed once
 //! per length (over zero bytes) and cached; a packet is then checked by one CRC with ID 0 and
-//! comparisons against `L(x)` for each candidate `x`.
+//! comparisons against `L(x)` for each candidate `x`. That CRC starts from the
+//! [`IcrcFlow`] of the packet's source and destination, kept for the last few sources.
 //!
 //! Accepting 64 ID values costs 6 of the ICRC's 32 bits of error detection for packets that do
 //! not verify with ID 0; packets from peers that choose other IDs (rxe, hardware) are checked
 //! on the real header by the raw receive path instead.
 
+use std::net::SocketAddr;
+
 use rdmesh_core::wire::ib_packet::ICRC_LEN;
-use rdmesh_core::wire::icrc::{from_wire, IcrcContext, IcrcPrefixCache};
+use rdmesh_core::wire::icrc::{from_wire, IcrcContext, IcrcFlow};
 use rdmesh_core::wire::IpRepr;
 
+use crate::soft::headers;
 use crate::soft::udp_io::MAX_GSO_SEGMENTS;
 
 /// ID bits searched: IDs `0..2^BITS` (= [`MAX_GSO_SEGMENTS`]).
@@ -32,6 +36,8 @@ const MAX_LEN: usize = 8192;
 static ZEROS: [u8; MAX_LEN] = [0; MAX_LEN];
 /// Lengths whose basis is kept.
 const CACHE: usize = 8;
+/// (source, destination) pairs whose [`IcrcFlow`] is kept.
+const FLOWS: usize = 4;
 
 /// Verifies ICRCs of IPv4 datagrams whose Identification is one of `0..MAX_GSO_SEGMENTS`.
 #[derive(Debug, Default)]
@@ -39,18 +45,20 @@ pub(crate) struct IdentSolver {
     /// `(IB length, L(1 << b) for each bit b)`, filled round-robin.
     cache: [(usize, [u32; BITS]); CACHE],
     next: usize,
-    /// The CRCs of the headers before the BTH (ID 0), per context and length.
-    prefix: IcrcPrefixCache,
+    /// `(source, destination, flow)` of the pairs seen last, filled round-robin.
+    flows: [Option<(SocketAddr, SocketAddr, IcrcFlow)>; FLOWS],
+    next_flow: usize,
 }
 
 impl IdentSolver {
-    /// Checks the trailing ICRC of `udp_payload` (BTH .. pad ‖ ICRC) as sent under `ctx`
-    /// (whose IPv4 ID is ignored). Returns the ID it verified with — `hint` is tried first —
-    /// or `None` when no ID in `0..MAX_GSO_SEGMENTS` makes it verify. IPv6 has no ID: `Some(0)`
-    /// when it verifies.
+    /// Checks the trailing ICRC of `udp_payload` (BTH .. pad ‖ ICRC) as sent from `src` to
+    /// `dst` the soft provider's way ([`headers::context`]). Returns the ID it verified with —
+    /// `hint` is tried first — or `None` when no ID in `0..MAX_GSO_SEGMENTS` makes it verify.
+    /// IPv6 has no ID: `Some(0)` when it verifies.
     pub(crate) fn verify(
         &mut self,
-        ctx: &IcrcContext,
+        src: SocketAddr,
+        dst: SocketAddr,
         udp_payload: &[u8],
         hint: u16,
     ) -> Option<u16> {
@@ -60,7 +68,7 @@ impl IdentSolver {
         let (ib, t) = udp_payload.split_at(udp_payload.len() - ICRC_LEN);
         let n = ib.len().min(rdmesh_core::wire::bth::HEADER_LEN);
         let (head, rest) = ib.split_at(n);
-        self.verify_parts(ctx, head, &[rest], [t[0], t[1], t[2], t[3]], hint)
+        self.verify_parts(src, dst, head, &[rest], [t[0], t[1], t[2], t[3]], hint)
     }
 
     /// [`verify`](Self::verify) for a packet received in pieces: `head` (at least the BTH),
@@ -68,7 +76,8 @@ impl IdentSolver {
     /// on the wire.
     pub(crate) fn verify_parts(
         &mut self,
-        ctx: &IcrcContext,
+        src: SocketAddr,
+        dst: SocketAddr,
         head: &[u8],
         rest: &[&[u8]],
         icrc: [u8; ICRC_LEN],
@@ -82,15 +91,14 @@ impl IdentSolver {
         }
         let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
         let got = from_wire(icrc);
-        let ctx0 = with_ident(ctx, 0);
-        let delta = self.prefix.compute_parts(&ctx0, head, rest).ok()? ^ got;
+        let delta = self.flow(src, dst).compute_parts(0, head, rest).ok()? ^ got;
         if delta == 0 {
             return Some(0);
         }
-        if !matches!(ctx.ip, IpRepr::V4(_)) || ib_len > MAX_LEN {
+        if !src.is_ipv4() || !dst.is_ipv4() || ib_len > MAX_LEN {
             return None;
         }
-        let basis = self.basis(&ctx0, ib_len)?;
+        let basis = self.basis(src, dst, ib_len)?;
         let l = |x: u16| {
             (0..BITS)
                 .filter(|b| x >> b & 1 == 1)
@@ -102,10 +110,29 @@ impl IdentSolver {
         (1..MAX_GSO_SEGMENTS as u16).find(|&x| l(x) == delta)
     }
 
-    fn basis(&mut self, ctx0: &IcrcContext, len: usize) -> Option<[u32; BITS]> {
+    /// The flow of datagrams from `src` to `dst`.
+    fn flow(&mut self, src: SocketAddr, dst: SocketAddr) -> IcrcFlow {
+        if let Some((_, _, f)) = self
+            .flows
+            .iter()
+            .flatten()
+            .find(|(s, d, _)| *s == src && *d == dst)
+        {
+            return *f;
+        }
+        let f = IcrcFlow::new(&headers::context(src, dst));
+        self.flows[self.next_flow] = Some((src, dst, f));
+        self.next_flow = (self.next_flow + 1) % FLOWS;
+        f
+    }
+
+    /// `L(1 << b)` for each ID bit of IPv4 packets `len` bytes long (BTH .. pad), computed in
+    /// the context from `src` to `dst` (any IPv4 context gives the same basis).
+    fn basis(&mut self, src: SocketAddr, dst: SocketAddr, len: usize) -> Option<[u32; BITS]> {
         if let Some((_, b)) = self.cache.iter().find(|(l, _)| *l == len) {
             return Some(*b);
         }
+        let ctx0 = &headers::context(src, dst);
         let zeros = &ZEROS[..len];
         let c0 = ctx0.compute(zeros).ok()?;
         let mut b = [0u32; BITS];
@@ -119,7 +146,7 @@ impl IdentSolver {
 }
 
 /// `ctx` with IPv4 Identification `ident` (IPv6 unchanged).
-pub(crate) fn with_ident(ctx: &IcrcContext, ident: u16) -> IcrcContext {
+fn with_ident(ctx: &IcrcContext, ident: u16) -> IcrcContext {
     let mut c = *ctx;
     if let IpRepr::V4(r) = &mut c.ip {
         r.ident = ident;
@@ -142,29 +169,45 @@ mod test {
 
     #[test]
     fn recovers_every_gso_ident_and_rejects_corruption() {
-        let ctx = IcrcContext::for_udp_socket_v4(
-            Ipv4Addr::new(10, 0, 0, 1),
-            Ipv4Addr::new(10, 0, 0, 2),
-            50_000,
-            4791,
-        );
+        let src = SocketAddr::from((Ipv4Addr::new(10, 0, 0, 1), 50_000));
+        let dst = SocketAddr::from((Ipv4Addr::new(10, 0, 0, 2), 4791));
+        let ctx = headers::context(src, dst);
         let mut s = IdentSolver::default();
         for len in [12, 28, 1052, 4124] {
             for ident in 0..MAX_GSO_SEGMENTS as u16 {
                 let p = packet(&ctx, ident, len, ident as u8);
-                assert_eq!(s.verify(&ctx, &p, 0), Some(ident), "len {len} id {ident}");
-                assert_eq!(s.verify(&ctx, &p, ident), Some(ident));
+                assert_eq!(
+                    s.verify(src, dst, &p, 0),
+                    Some(ident),
+                    "len {len} id {ident}"
+                );
+                assert_eq!(s.verify(src, dst, &p, ident), Some(ident));
                 let mut bad = p.clone();
                 bad[len / 2] ^= 0x10;
                 assert_eq!(
-                    s.verify(&ctx, &bad, ident),
+                    s.verify(src, dst, &bad, ident),
                     None,
                     "corrupt len {len} id {ident}"
                 );
             }
             // An ID outside the GSO range is not accepted.
             let p = packet(&ctx, 4000, len, 7);
-            assert_eq!(s.verify(&ctx, &p, 0), None);
+            assert_eq!(s.verify(src, dst, &p, 0), None);
+        }
+        // The flows kept are keyed by source and destination: a packet checks out only as sent
+        // by its own source, with more sources in turn than the solver keeps flows.
+        let p = packet(&ctx, 0, 60, 1);
+        for round in 0..3 {
+            for port in 50_001..50_001 + FLOWS as u16 + 1 {
+                let other = SocketAddr::from((Ipv4Addr::new(10, 0, 0, 1), port));
+                assert_eq!(
+                    s.verify(other, dst, &p, 0),
+                    None,
+                    "round {round} port {port}"
+                );
+                assert_eq!(s.verify(src, dst, &p, 0), Some(0));
+                assert_eq!(s.verify(src, other, &p, 0), None);
+            }
         }
     }
 }

@@ -17,8 +17,7 @@ use std::io::IoSlice;
 use std::sync::Arc;
 
 use rdmesh_core::rc::{AccessKind, AtomicOp, MemError, MemoryAccess};
-use rdmesh_core::wire::icrc::IcrcPrefixCache;
-use rdmesh_core::wire::IcrcContext;
+use rdmesh_core::wire::icrc::IcrcFlow;
 
 use crate::verbs::mr::{Backing, MrInner};
 use crate::verbs::pd::{LastMr, PdInner, PdMemory};
@@ -175,12 +174,12 @@ fn pieces<'b>(
 }
 
 /// The ICRC of the packet `buf[off..off + len]` (its last 4 bytes are the ICRC's place) with
-/// its payload spans read from `region`, through the prefix CRCs of `cache`.
+/// its payload spans read from `region`, sent in `flow` with IPv4 ID `ident`.
 ///
-/// Errors: as [`IcrcContext::compute_parts`].
+/// Errors: as [`IcrcFlow::compute_parts`].
 pub(crate) fn icrc_of(
-    cache: &mut IcrcPrefixCache,
-    ctx: &IcrcContext,
+    flow: &IcrcFlow,
+    ident: u16,
     buf: &[u8],
     off: usize,
     len: usize,
@@ -202,7 +201,7 @@ pub(crate) fn icrc_of(
     if overflow || n == 0 {
         return Err(rdmesh_core::wire::Error::BadLength);
     }
-    cache.compute_parts(ctx, parts[0], &parts[1..n])
+    flow.compute_parts(ident, parts[0], &parts[1..n])
 }
 
 /// Calls `f` with the iovecs of `buf[range]` (whole packets), span bytes taken from `region`.
@@ -239,7 +238,7 @@ mod test {
     #[test]
     fn iovecs_and_icrc_equal_the_materialized_packet() {
         let mr = region(8192);
-        let ctx = IcrcContext::for_udp_socket_v4(
+        let ctx = rdmesh_core::wire::IcrcContext::for_udp_socket_v4(
             std::net::Ipv4Addr::new(10, 0, 0, 1),
             std::net::Ipv4Addr::new(10, 0, 0, 2),
             50000,
@@ -269,26 +268,8 @@ mod test {
         ];
         let used = 2016 + 1516;
         let guard = mr.lock();
-        let c0 = icrc_of(
-            &mut IcrcPrefixCache::new(),
-            &ctx,
-            &buf,
-            0,
-            2016,
-            &spans,
-            &guard,
-        )
-        .unwrap();
-        let c1 = icrc_of(
-            &mut IcrcPrefixCache::new(),
-            &ctx,
-            &buf,
-            2016,
-            1516,
-            &spans,
-            &guard,
-        )
-        .unwrap();
+        let c0 = icrc_of(&IcrcFlow::new(&ctx), 0, &buf, 0, 2016, &spans, &guard).unwrap();
+        let c1 = icrc_of(&IcrcFlow::new(&ctx), 0, &buf, 2016, 1516, &spans, &guard).unwrap();
         let gathered = with_iovecs(&buf, 0..used, &spans, &guard, |iov| {
             iov.iter()
                 .flat_map(|s| s.iter().copied())

@@ -347,7 +347,7 @@ fn receive_loop(shared: &Shared, model: &ModelDevice, stop: &AtomicBool, rx: Rx,
             Rx::Udp => udp_io::recv(&shared.sock, &mut buf, true).map(|r| {
                 let (n, src, ecn) = (r.bytes, r.src, r.ecn);
                 let d = &buf[..n];
-                if solver.verify(&headers::context(src, local), d, 0).is_some() {
+                if solver.verify(src, local, d, 0).is_some() {
                     Some(frame_of(d, src, local, mac, ecn))
                 } else {
                     shared.counters.icrc_errors.fetch_add(1, Ordering::Relaxed);
