@@ -150,6 +150,38 @@ fn crc_tail(mut h: Hasher, m: &mut [u8; GATHER], b: usize, ib: &[u8], rest: &[&[
     h.finalize()
 }
 
+/// The UDP length in bytes (header, `head`, the bytes of `rest`, ICRC) of a packet whose IB
+/// bytes before the ICRC are `head` (at least the BTH) followed by `rest`.
+///
+/// Errors: [`Error::Truncated`] when `head` is shorter than a BTH; [`Error::BadLength`] when
+/// the length exceeds `max`, the largest UDP length the IP header's length field describes.
+fn udp_len_of(head: &[u8], rest: &[&[u8]], max: usize) -> Result<usize> {
+    if head.len() < bth::HEADER_LEN {
+        return Err(Error::Truncated);
+    }
+    let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
+    let udp_len = udp::HEADER_LEN + ib_len + ICRC_LEN;
+    if udp_len > max {
+        return Err(Error::BadLength);
+    }
+    Ok(udp_len)
+}
+
+/// Writes `crc` of all but the last 4 bytes of `udp_payload` (BTH .. pad) into those 4 bytes,
+/// least significant byte first.
+///
+/// Errors: [`Error::Truncated`] when `udp_payload` cannot hold a BTH and an ICRC; those of
+/// `crc`.
+fn seal_with(udp_payload: &mut [u8], crc: impl FnOnce(&[u8]) -> Result<u32>) -> Result<()> {
+    if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
+        return Err(Error::Truncated);
+    }
+    let at = udp_payload.len() - ICRC_LEN;
+    let c = crc(&udp_payload[..at])?;
+    udp_payload[at..].copy_from_slice(&to_wire(c));
+    Ok(())
+}
+
 /// Computes the ICRC from the raw headers.
 ///
 /// - `ip_header`: exactly the IPv4 header (20 bytes, version 4) or IPv6 header (40 bytes,
@@ -371,25 +403,11 @@ impl IcrcContext {
     /// # Errors
     /// As [`compute`](Self::compute); [`Error::Truncated`] when `head` is shorter than a BTH.
     pub fn compute_parts(&self, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
-        let udp_len = self.udp_len_of(head, rest)?;
+        let udp_len = udp_len_of(head, rest, self.ip.max_payload_len())?;
         // The headers are written straight into the gathering buffer.
         let mut m = [0u8; GATHER];
         let ipl = self.emit_headers(udp_len, &mut m);
         Ok(crc_gathered(&mut m, ipl, head, rest))
-    }
-
-    /// The UDP length (header, `head`, the bytes of `rest`, ICRC) of a packet
-    /// [`compute_parts`](Self::compute_parts) accepts.
-    fn udp_len_of(&self, head: &[u8], rest: &[&[u8]]) -> Result<usize> {
-        if head.len() < bth::HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
-        let udp_len = udp::HEADER_LEN + ib_len + ICRC_LEN;
-        if udp_len > self.ip.max_payload_len() {
-            return Err(Error::BadLength);
-        }
-        Ok(udp_len)
     }
 
     /// Writes the IP and UDP headers of a datagram with `udp_len` bytes of UDP (unmasked) at the
@@ -451,13 +469,7 @@ impl IcrcContext {
     /// As [`compute`](Self::compute); [`Error::Truncated`] when `udp_payload` cannot hold a BTH
     /// and an ICRC.
     pub fn seal(&self, udp_payload: &mut [u8]) -> Result<()> {
-        if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
-            return Err(Error::Truncated);
-        }
-        let at = udp_payload.len() - ICRC_LEN;
-        let crc = self.compute(&udp_payload[..at])?;
-        udp_payload[at..].copy_from_slice(&to_wire(crc));
-        Ok(())
+        seal_with(udp_payload, |ib| self.compute(ib))
     }
 }
 
@@ -597,14 +609,7 @@ impl IcrcFlow {
     /// datagram would not fit the IP length field.
     #[inline]
     pub fn compute_parts(&self, ident: u16, head: &[u8], rest: &[&[u8]]) -> Result<u32> {
-        if head.len() < bth::HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let ib_len = head.len() + rest.iter().map(|p| p.len()).sum::<usize>();
-        let udp_len = udp::HEADER_LEN + ib_len + ICRC_LEN;
-        if udp_len > self.max_udp_len {
-            return Err(Error::BadLength);
-        }
+        let udp_len = udp_len_of(head, rest, self.max_udp_len)?;
         let mut m = [0u8; GATHER];
         Ok(crc_tail(
             Hasher::new_with_initial(self.prefix(udp_len as u16, ident)),
@@ -623,13 +628,7 @@ impl IcrcFlow {
     /// cannot hold a BTH and an ICRC.
     #[inline]
     pub fn seal(&self, ident: u16, udp_payload: &mut [u8]) -> Result<()> {
-        if udp_payload.len() < bth::HEADER_LEN + ICRC_LEN {
-            return Err(Error::Truncated);
-        }
-        let at = udp_payload.len() - ICRC_LEN;
-        let crc = self.compute_parts(ident, &udp_payload[..at], &[])?;
-        udp_payload[at..].copy_from_slice(&to_wire(crc));
-        Ok(())
+        seal_with(udp_payload, |ib| self.compute_parts(ident, ib, &[]))
     }
 }
 #[cfg(test)]

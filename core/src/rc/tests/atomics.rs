@@ -26,10 +26,6 @@ fn atomic(wr_id: u64, op: SendOpcode, local: u64, remote: u64) -> SendWqe {
     send_wqe(wr_id, op, &[sge(local, 8, KEY_A)], remote, KEY_B)
 }
 
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 #[test]
 fn fetch_add_and_compare_swap() {
     let mut p = pair();

@@ -79,11 +79,7 @@ fn sends_wait_for_credits_and_one_message_probes() {
             recv(&mut p, i);
         }
         p.run();
-        let done: Vec<(u64, WcStatus)> = p
-            .send_completions(Dir::AtoB)
-            .iter()
-            .map(|w| (w.wr_id, w.status))
-            .collect();
+        let done = statuses(&p.send_completions(Dir::AtoB));
         assert_eq!(
             done,
             (0..6).map(|i| (i, WcStatus::Success)).collect::<Vec<_>>(),

@@ -15,10 +15,6 @@ fn pair_access(mtu: Mtu, len: usize, access_b: Access) -> Pair {
     p
 }
 
-fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
-    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
-}
-
 /// Posts a 5-packet WRITE (and a SEND behind it) that B must refuse; checks that nothing was
 /// written and both QPs end in Error with the right completions.
 fn refused_write(access_b: Access, remote_addr: u64, rkey: u32) {

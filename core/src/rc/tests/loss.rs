@@ -304,7 +304,7 @@ fn retry_exhaustion_then_flush() {
         }
     });
     let wcs = p.send_completions(Dir::AtoB);
-    let st: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    let st = statuses(&wcs);
     assert_eq!(
         st,
         [
@@ -456,11 +456,7 @@ fn rnr_retry_exhaustion() {
     ))
     .unwrap();
     p.run();
-    let st: Vec<_> = p
-        .send_completions(Dir::AtoB)
-        .iter()
-        .map(|w| (w.wr_id, w.status))
-        .collect();
+    let st = statuses(&p.send_completions(Dir::AtoB));
     assert_eq!(
         st,
         [(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]

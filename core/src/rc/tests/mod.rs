@@ -486,3 +486,8 @@ pub(crate) fn ok_wc(wr_id: u64, opcode: WcOpcode, byte_len: u32, qp_num: u32) ->
         qp_num,
     }
 }
+
+/// `(wr_id, status)` of each completion, in order: what most error and recovery tests compare.
+pub(crate) fn statuses(wcs: &[WorkCompletion]) -> Vec<(u64, WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}

@@ -628,7 +628,7 @@ fn out_of_order_write_with_bad_rkey_is_not_placed() {
     assert_eq!(p.b.counters().out_of_order_placed, 0);
     let wcs = p.send_completions(Dir::AtoB);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        statuses(&wcs),
         [(1, WcStatus::Success), (2, WcStatus::RemAccessErr)]
     );
     assert!(p
@@ -743,7 +743,7 @@ fn read_and_atomic_behind_a_hole_are_deferred_and_executed_once() {
     p.run_with(10_000, drop_first_ab(|psn| psn == 100));
     let wcs = p.send_completions(Dir::AtoB);
     assert_eq!(
-        wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        statuses(&wcs),
         [
             (1, WcStatus::Success),
             (2, WcStatus::Success),
