@@ -11,8 +11,9 @@ default, powers of 4 plus the largest size), each rank:
   1. fills its input with rank- and index-dependent int32 values and runs the op once; the
      output is compared exactly (torch.equal) with the values computed locally;
   2. times `iters` back-to-back ops between CUDA events (iters chosen so that one size takes
-     about --target-s seconds, at most --max-iters (50 up to 1 MiB), at least 5 up to 1 MiB
-     and 3 above; the warm-up of step 1 sets it);
+     about --target-s seconds, at most --max-iters (--max-iters-small, default 1000, up
+     to 1 MiB), at least 5 up to 1 MiB and 3 above; the warm-up of step 1 sets it); with
+     --iter-stats also every op on its own (rank 0's fastest, median and slowest op);
   3. refills and checks once more.
 A mismatch stops the run with the first wrong index (exit status 1).
 
@@ -25,7 +26,8 @@ Sizes and bandwidths follow nccl-tests (NVIDIA/nccl-tests doc/PERFORMANCE.md):
 
 Rank 0 writes one JSON object per line to --out: first {"type": "meta", ...} (GPU, NCCL and
 torch versions, NCCL_* environment), then {"type": "result", "op", "bytes", "count", "dtype",
-"iters", "time_us", "algbw_GBps", "busbw_GBps", "nranks", "checked"} per op and size.
+"iters", "time_us", "algbw_GBps", "busbw_GBps", "nranks", "checked"} per op and size (and
+"iter_min_us", "iter_p50_us", "iter_max_us" with --iter-stats).
 
 --dry-run needs no torch and no GPU: it prints the plan (ops, sizes, element counts, busbw
 factors), self-checks the expected-value formulas against a simulated 2-rank collective in plain
@@ -202,7 +204,7 @@ class Runner:
                 f"expected {int(expected[i].item())}"
             )
 
-    def measure(self, op, nbytes, target_s, max_iters):
+    def measure(self, op, nbytes, target_s, max_iters, iter_stats=False):
         t, d = self.torch, self.dist
         run, refill, expected, out = self.setup(op, nbytes)
         # warm-up that is also the first check; its duration picks the iteration count
@@ -223,12 +225,28 @@ class Runner:
         iters = int(it.item())
         d.barrier()
         start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        # with --iter-stats, an event after every op as well: the spread of single ops (a
+        # stall shows as one slow op, which the average hides)
+        marks = [t.cuda.Event(enable_timing=True) for _ in range(iters)] if iter_stats else []
         start.record()
-        for _ in range(iters):
+        for i in range(iters):
             run()
+            if marks:
+                marks[i].record()
         end.record()
         t.cuda.synchronize()
         per_op = start.elapsed_time(end) / 1e3 / iters
+        spread = {}
+        if marks:
+            each = sorted(
+                a_prev.elapsed_time(a) * 1e3
+                for a_prev, a in zip([start] + marks[:-1], marks)
+            )
+            spread = {
+                "iter_min_us": each[0],
+                "iter_p50_us": each[len(each) // 2],
+                "iter_max_us": each[-1],
+            }
         slowest = t.tensor([per_op], dtype=t.float64, device=self.dev)
         d.all_reduce(slowest, op=d.ReduceOp.MAX)
         per_op = float(slowest.item())
@@ -250,6 +268,7 @@ class Runner:
             "busbw_GBps": algbw * bus_factor(op, self.n),
             "nranks": self.n,
             "checked": True,
+            **spread,
         }
 
 
@@ -326,7 +345,13 @@ def run_torch(args):
     for op in args.ops:
         for nbytes in plan:
             check_size(op, nbytes, n)
-            res = r.measure(op, nbytes, args.target_s, args.max_iters if nbytes > MIB else 50)
+            res = r.measure(
+                op,
+                nbytes,
+                args.target_s,
+                args.max_iters if nbytes > MIB else args.max_iters_small,
+                args.iter_stats,
+            )
             res["label"] = args.label
             if out:
                 out.write(json.dumps(res) + "\n")
@@ -334,7 +359,12 @@ def run_torch(args):
                 print(
                     f"{args.label:>8} {op:<15} {fmt_bytes(nbytes):>10}  iters {res['iters']:>3}"
                     f"  {res['time_us']:12.1f} us  algbw {res['algbw_GBps']:8.3f} GB/s"
-                    f"  busbw {res['busbw_GBps']:8.3f} GB/s  checked",
+                    f"  busbw {res['busbw_GBps']:8.3f} GB/s  checked"
+                    + (
+                        f"  one op: p50 {res['iter_p50_us']:.1f} max {res['iter_max_us']:.1f} us"
+                        if "iter_max_us" in res
+                        else ""
+                    ),
                     flush=True,
                 )
     if out:
@@ -402,6 +432,19 @@ def parse(argv):
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--target-s", type=float, default=1.0, help="timed seconds per op and size")
     p.add_argument("--max-iters", type=int, default=20, help="most timed iterations above 1 MiB")
+    p.add_argument(
+        "--max-iters-small",
+        type=int,
+        default=1000,
+        help="most timed iterations up to 1 MiB (default 1000: 50 ops of 8 KiB last ~3 ms, "
+        "shorter than a single scheduling stall of a busy host)",
+    )
+    p.add_argument(
+        "--iter-stats",
+        action="store_true",
+        help="time every op on its own as well: iter_min_us, iter_p50_us, iter_max_us "
+        "(rank 0's) in each result",
+    )
     p.add_argument(
         "--rank-env",
         default=os.environ.get("RDMESH_RANK_ENV", ""),
