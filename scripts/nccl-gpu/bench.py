@@ -418,6 +418,10 @@ def run_dry(args):
                         "checked": False,
                         "dry_run": True,
                     }
+                    if args.iter_stats:
+                        # the model has no spread: every op takes the modelled time
+                        t_us = per_op * 1e6
+                        rec.update(iter_min_us=t_us, iter_p50_us=t_us, iter_max_us=t_us)
                     f.write(json.dumps(rec) + "\n")
         print(f"dry run: modelled results written to {args.out}")
 

@@ -6,7 +6,9 @@ Usage: table.py RDMESH.jsonl SOCKET.jsonl [--commit C] [--date D] [--out FILE]
 
 Output: a header (date, GPU, NCCL version, torch, commit, environment) and one table row per
 (op, size) in either file: op, size, busbw rdmesh (GB/s), busbw Socket (GB/s), and the ratio
-rdmesh / Socket. A size missing from one file shows "–". busbw is nccl-tests' bus bandwidth
+rdmesh / Socket; when either file was written with bench.py --iter-stats, two more columns:
+the median single op (µs) and the slowest single op (ms), rdmesh / Socket — a stall shows
+there as a slowest op far above the median. A size or figure missing from one file shows "–". busbw is nccl-tests' bus bandwidth
 (doc/PERFORMANCE.md), 1 GB = 1e9 bytes. Exits with status 1 and a message on unreadable input,
 on files that disagree on the number of ranks, or on a result line that bench.py did not mark
 as checked (bench.py --dry-run lines are accepted, and the header then says they are modelled).
@@ -108,19 +110,41 @@ def table(rd_meta, rd, so_meta, so, commit=None, date=None):
         "(sendrecv); time = slowest rank's average; int32 data"
         + ("" if dry else ", every result checked against the expected values")
     )
+    spread = any("iter_p50_us" in r for r in list(rd.values()) + list(so.values()))
     lines.append("")
-    lines.append("| op | size | busbw rdmesh (GB/s) | busbw Socket (GB/s) | ratio |")
-    lines.append("|---|---:|---:|---:|---:|")
+    head = "| op | size | busbw rdmesh (GB/s) | busbw Socket (GB/s) | ratio |"
+    rule = "|---|---:|---:|---:|---:|"
+    if spread:
+        head += " median op, µs (rdmesh / Socket) | slowest op, ms (rdmesh / Socket) |"
+        rule += "---:|---:|"
+    lines.append(head)
+    lines.append(rule)
     keys = sorted(
         set(rd) | set(so),
         key=lambda k: (OP_ORDER.index(k[0]) if k[0] in OP_ORDER else len(OP_ORDER), k[0], k[1]),
     )
     for op, size in keys:
-        a = rd.get((op, size), {}).get("busbw_GBps")
-        b = so.get((op, size), {}).get("busbw_GBps")
+        x, y = rd.get((op, size), {}), so.get((op, size), {})
+        a, b = x.get("busbw_GBps"), y.get("busbw_GBps")
         ratio = f"{a / b:.2f}" if a is not None and b else "–"
-        lines.append(f"| {op} | {fmt_size(size)} | {fmt_bw(a)} | {fmt_bw(b)} | {ratio} |")
+        row = f"| {op} | {fmt_size(size)} | {fmt_bw(a)} | {fmt_bw(b)} | {ratio} |"
+        if spread:
+            row += (
+                f" {fmt_op(x.get('iter_p50_us'))} / {fmt_op(y.get('iter_p50_us'))} |"
+                f" {fmt_op(x.get('iter_max_us'), 1e3)} / {fmt_op(y.get('iter_max_us'), 1e3)} |"
+            )
+        lines.append(row)
     return "\n".join(lines) + "\n"
+
+
+def fmt_op(us, div=1.0):
+    """A single op's time in µs (or ms with div=1e3), "–" when the file has none."""
+    if us is None:
+        return "–"
+    v = us / div
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.1f}" if v >= 1 else f"{v:.2f}"
 
 
 def main(argv=None):

@@ -41,9 +41,15 @@ fn ok(out: &std::process::Output, what: &str) -> String {
 
 /// bench.py --dry-run output file for a modelled bandwidth.
 fn dry_run(dir: &Path, label: &str, gbps: &str) -> PathBuf {
+    dry_run_with(dir, label, gbps, &[])
+}
+
+/// [`dry_run`] with more bench.py arguments.
+fn dry_run_with(dir: &Path, label: &str, gbps: &str, extra: &[&str]) -> PathBuf {
     let out = dir.join(format!("{label}.jsonl"));
-    let o = py(&[
-        &script("bench.py"),
+    let bench = script("bench.py");
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
+        &bench,
         &"--dry-run",
         &"--label",
         &label,
@@ -51,7 +57,11 @@ fn dry_run(dir: &Path, label: &str, gbps: &str) -> PathBuf {
         &gbps,
         &"--out",
         &out,
-    ]);
+    ];
+    for a in extra {
+        args.push(a);
+    }
+    let o = py(&args);
     ok(&o, "bench.py --dry-run");
     out
 }
@@ -177,6 +187,53 @@ fn table_merges_two_runs() {
     assert_eq!(last_ar[2], "0.500");
     assert_eq!(last_ar[3], "2.00");
     assert_eq!(last_ar[4], "0.25");
+}
+
+/// With bench.py's `--iter-stats` in either file, table.py adds the median and the slowest
+/// single op of both runs ("–" where a file has none); without it the table keeps its five
+/// columns (`table_merges_two_runs`).
+#[test]
+fn table_shows_single_ops_with_iter_stats() {
+    if !python() {
+        return;
+    }
+    let dir = scratch("nccl-table-iter");
+    let rd = dry_run_with(
+        &dir,
+        "rdmesh",
+        "0.5",
+        &["--iter-stats", "--ops", "all_reduce"],
+    );
+    let so = dry_run_with(&dir, "Socket", "2.0", &["--ops", "all_reduce"]);
+    let o = py(&[&script("table.py"), &rd, &so]);
+    let t = ok(&o, "table.py");
+    println!("{t}");
+    assert!(t.contains(
+        "| op | size | busbw rdmesh (GB/s) | busbw Socket (GB/s) | ratio | median op, µs (rdmesh / Socket) | slowest op, ms (rdmesh / Socket) |"
+    ));
+    let a = results(&rd);
+    assert!(
+        a[0].get("iter_p50_us").is_some(),
+        "bench.py --dry-run --iter-stats"
+    );
+    let rows: Vec<Vec<String>> = t
+        .lines()
+        .filter(|l| l.starts_with("| all_reduce"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), a.len(), "{t}");
+    // the modelled op takes 20 µs + size at 0.5 GB/s: 8 B ~20 µs, 256 MiB ~537 ms
+    assert_eq!(rows[0][5], "20.0 / –");
+    assert_eq!(rows[0][6], "0.02 / –");
+    let last = rows.last().unwrap();
+    let us = a.last().unwrap()["iter_p50_us"].as_f64().unwrap();
+    assert_eq!(last[5], format!("{us:.0} / –"));
+    assert_eq!(last[6], format!("{:.0} / –", us / 1e3));
 }
 
 #[test]
