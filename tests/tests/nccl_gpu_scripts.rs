@@ -66,6 +66,19 @@ fn dry_run_with(dir: &Path, label: &str, gbps: &str, extra: &[&str]) -> PathBuf 
     out
 }
 
+/// The data rows of table.py's markdown table (not its header or rule), cells trimmed.
+fn table_rows(t: &str) -> Vec<Vec<String>> {
+    t.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| op "))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
 fn results(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -158,16 +171,7 @@ fn table_merges_two_runs() {
     );
     assert!(t.contains("rdmesh commit: abc1234"));
     assert!(t.contains("| op | size | busbw rdmesh (GB/s) | busbw Socket (GB/s) | ratio |"));
-    let rows: Vec<Vec<String>> = t
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| op "))
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect();
+    let rows = table_rows(&t);
     assert_eq!(rows.len(), 4 * 14, "{t}");
     assert_eq!(rows[0][0], "all_reduce");
     assert_eq!(rows[0][1], "8 B");
@@ -216,16 +220,7 @@ fn table_shows_single_ops_with_iter_stats() {
         a[0].get("iter_p50_us").is_some(),
         "bench.py --dry-run --iter-stats"
     );
-    let rows: Vec<Vec<String>> = t
-        .lines()
-        .filter(|l| l.starts_with("| all_reduce"))
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect();
+    let rows = table_rows(&t);
     assert_eq!(rows.len(), a.len(), "{t}");
     // the modelled op takes 20 µs + size at 0.5 GB/s: 8 B ~20 µs, 256 MiB ~537 ms
     assert_eq!(rows[0][5], "20.0 / –");
