@@ -210,13 +210,19 @@ pub(crate) struct ConnShared {
     /// Sends of at most this many bytes, and CTS frames when it is not 0, are posted by the
     /// application's thread with several shards (`MeshConfig::inline_bytes`).
     inline_bytes: usize,
+    /// With several shards: the rails' devices, which the shard drives (receives, checks,
+    /// places, acknowledges, and sends what the ACKs release) before it takes the connection,
+    /// so that NCCL's `isend`/`irecv` (which wait for the connection) and `test` (which
+    /// reports "not yet" while the shard holds it) meet only the short bookkeeping part of a
+    /// round. Empty with one shard: polling the rails drives them.
+    devices: Vec<crate::verbs::Device>,
 }
 
 impl ConnShared {
     /// A connection end over `rails` with `config`'s settings and the eager sends agreed in
     /// the handshake.
     pub(crate) fn new(
-        rails: RailSet,
+        mut rails: RailSet,
         route: Route,
         peer_label: String,
         config: &crate::mesh::MeshConfig,
@@ -234,6 +240,11 @@ impl ConnShared {
         let tagged = Tagged::new(peer_label, max_requests, stripe_min)
             .with_eager(eager)
             .with_placement(placed_rails, config.placed_chunk);
+        let devices = if driver.offload {
+            rails.drive_outside()
+        } else {
+            Vec::new()
+        };
         Arc::new(ConnShared {
             core: Mutex::new(Conn {
                 rails,
@@ -246,6 +257,7 @@ impl ConnShared {
             route,
             driver,
             inline_bytes: config.inline_bytes,
+            devices,
         })
     }
 
@@ -321,13 +333,32 @@ impl ConnShared {
     }
 }
 
+#[cfg(test)]
+impl ConnShared {
+    /// The devices its pump drives, and how many of its rails drive theirs when polled.
+    pub(crate) fn driving(&self) -> (usize, usize) {
+        let c = self.lock();
+        let polls_drive = c.rails.rails().iter().filter(|r| r.drives()).count();
+        (self.devices.len(), polls_drive)
+    }
+}
+
 impl Pump for ConnShared {
     fn pump(&self) -> PumpState {
+        // The device work first, without the connection (see `ConnShared::devices`).
+        let mut driven = 0;
+        for d in &self.devices {
+            driven += d.progress(None);
+        }
         // The application holds the lock: it is making progress itself.
         let Ok(mut c) = self.core.try_lock() else {
-            return PumpState::Idle;
+            return if driven > 0 {
+                PumpState::Busy
+            } else {
+                PumpState::Idle
+            };
         };
-        let busy = c.progress();
+        let busy = c.progress() || driven > 0;
         if let Some(t) = c.closing {
             if !c.rails.busy() || t.elapsed() > CLOSE_FLUSH || c.rails.failure().is_some() {
                 return PumpState::Finished;
@@ -397,6 +428,12 @@ impl Lanes {
             *next = (*next + 1) % self.lanes.len();
             (lane.clone(), v)
         }))
+    }
+
+    /// [`ConnShared::driving`] of every lane.
+    #[cfg(test)]
+    fn driving(&self) -> Vec<(usize, usize)> {
+        self.lanes.iter().map(|l| l.driving()).collect()
     }
 
     fn route(&self) -> &Route {
@@ -575,6 +612,13 @@ impl SendComm {
         Ok(posted.map(|(shared, id)| SendRequest { shared, id }))
     }
 
+    /// Per lane: the devices its shard drives outside the connection, and the rails whose polls
+    /// drive their device.
+    #[cfg(test)]
+    pub(crate) fn driving(&self) -> Vec<(usize, usize)> {
+        self.lanes.driving()
+    }
+
     /// The route of the connection (of its first lane; every lane takes the same route).
     pub fn route(&self) -> &Route {
         self.lanes.route()
@@ -735,6 +779,13 @@ impl RecvComm {
             Ok(seq)
         })?;
         Ok(posted.map(|(shared, id)| RecvRequest { shared, id }))
+    }
+
+    /// Per lane: the devices its shard drives outside the connection, and the rails whose polls
+    /// drive their device.
+    #[cfg(test)]
+    pub(crate) fn driving(&self) -> Vec<(usize, usize)> {
+        self.lanes.driving()
     }
 
     /// The route of the connection (the first hop from this end toward the sender).

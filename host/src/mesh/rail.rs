@@ -398,6 +398,10 @@ pub struct Rail {
     nic: Arc<Nic>,
     /// The device of the rail's shard ([`Nic::shard`]).
     device: Device,
+    /// Whether polling the rail's CQ drives its device when the CQ is empty (receives on
+    /// the polling thread). Off when the connection's pump drives the device before it takes
+    /// the connection ([`Rail::set_drives`]).
+    drives: bool,
     /// The protection domain of the rail's QP.
     pd: crate::verbs::ProtectionDomain,
     /// The rail's index in its rail set (both ends number rails alike): which rkey of a
@@ -553,6 +557,7 @@ impl Rail {
             reported_transport: (0, 0, Instant::now()),
             nic,
             device,
+            drives: true,
             pd,
             index: 0,
         })
@@ -936,11 +941,31 @@ impl Rail {
         Ok(())
     }
 
+    /// The device the rail's QP is on (its shard's, [`Nic::shard`]).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Whether [`Rail::poll`] drives the device when its CQ is empty.
+    pub fn drives(&self) -> bool {
+        self.drives
+    }
+
+    /// Whether [`Rail::poll`] drives the device when the CQ is empty (the default) or only
+    /// takes the completions already queued (`false`: someone else drives it).
+    pub fn set_drives(&mut self, drives: bool) {
+        self.drives = drives;
+    }
+
     /// Processes completions: tokens of frames whose SEND completed go to `done`, received
     /// frames to the inbox ([`Rail::next_frame`]). Returns whether anything happened.
     pub fn poll(&mut self, done: &mut Vec<u64>) -> bool {
         let mut any = false;
-        while let Some(wc) = self.cq.poll_one() {
+        while let Some(wc) = if self.drives {
+            self.cq.poll_one()
+        } else {
+            self.cq.poll_ready()
+        } {
             any = true;
             let slot = (wc.wr_id & 0xffff_ffff) as u32;
             let ok = wc.status == WcStatus::Success;

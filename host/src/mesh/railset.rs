@@ -61,6 +61,20 @@ impl RailSet {
         }
     }
 
+    /// Leaves the driving of the rails' devices to the caller: polling a rail then only takes
+    /// completions already queued. Returns each distinct device once, for the caller to drive
+    /// ([`crate::verbs::Device::progress`]) before it polls.
+    pub fn drive_outside(&mut self) -> Vec<crate::verbs::Device> {
+        let mut devices: Vec<crate::verbs::Device> = Vec::new();
+        for r in &mut self.rails {
+            r.set_drives(false);
+            if !devices.iter().any(|d| d.same_device(r.device())) {
+                devices.push(r.device().clone());
+            }
+        }
+        devices
+    }
+
     /// The rails.
     pub fn rails(&self) -> &[Rail] {
         &self.rails

@@ -461,6 +461,36 @@ fn sharded_progress_moves_connections_on_their_shards() {
     assert_eq!(r.wait(T).unwrap(), vec![10]);
 }
 
+/// With several shards, a shard drives its connections' devices (receive, ICRC, placement,
+/// ACKs) before it takes a connection, and the rails' polls only take what is queued, so NCCL's
+/// calls wait only for the bookkeeping (`ConnShared::devices`); with one shard, polling a rail
+/// drives its device as before. Both ends, every lane, data checked.
+#[test]
+fn shards_drive_their_devices_outside_the_connection() {
+    for (threads, lanes) in [(2, 2), (1, 1)] {
+        let cfg = |c: &mut MeshConfig| {
+            c.progress_threads = threads;
+            c.lanes = lanes;
+        };
+        let a = node_with(vec![nic("soft_a", "127.0.32.1/24", 10.0)], cfg);
+        let b = node_with(vec![nic("soft_b", "127.0.32.2/24", 10.0)], cfg);
+        let (s, r) = connect(&a, &b);
+        exchange(&s, &r, &[0, 4096, 1 << 20, 1 << 20], 60);
+        // One rail per lane on one NIC: one device per lane.
+        let want = if threads > 1 { (1, 0) } else { (0, 1) };
+        assert_eq!(
+            s.driving(),
+            vec![want; lanes],
+            "{threads} shard(s), send side"
+        );
+        assert_eq!(
+            r.driving(),
+            vec![want; lanes],
+            "{threads} shard(s), receive side"
+        );
+    }
+}
+
 #[test]
 fn lanes_keep_nccl_order_with_and_without_shards() {
     for (threads, lanes, eager) in [(1, 1, 0), (1, 1, 65536), (1, 2, 65536), (3, 3, 0)] {

@@ -317,6 +317,15 @@ impl Device {
         })
     }
 
+    /// Whether `self` and `other` are handles to the same open device.
+    pub fn same_device(&self, other: &Device) -> bool {
+        match (&self.provider, &other.provider) {
+            (Provider::Soft(a), Provider::Soft(b)) => Arc::ptr_eq(a, b),
+            (Provider::Vfio(a), Provider::Vfio(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Drives the device on the caller's thread (soft provider): receives and processes the
     /// packets its socket holds and runs due timers; with `wait`, blocks up to that long for a
     /// packet when none is queued. Polling a CQ does this already; call it when waiting on
