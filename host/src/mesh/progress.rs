@@ -9,7 +9,9 @@
 //! devices of the connection's rails are that shard's own (one UDP socket per shard and NIC,
 //! [`crate::mesh::nic::Nic::shard`]) — while the application's calls only hand requests over
 //! and read completions: the channels of a NCCL communicator use as many cores as there are
-//! shards instead of NCCL's one proxy thread. A shard spins while there is work, then backs off
+//! shards instead of NCCL's one proxy thread. A shard drives a connection's devices (receive,
+//! ICRC, placement, ACKs) before it takes the connection's lock, so that those calls, which
+//! need the lock, only wait for the bookkeeping part of a round (`comm::ConnShared::devices`). A shard spins while there is work, then backs off
 //! to parked waits of up to 1 ms that [`Progress::wake`] cuts short.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -951,8 +951,9 @@ impl Rail {
         self.drives
     }
 
-    /// Whether [`Rail::poll`] drives the device when the CQ is empty (the default) or only
-    /// takes the completions already queued (`false`: someone else drives it).
+    /// Sets whether [`Rail::poll`] drives the device when the CQ is empty (`true`, the
+    /// default) or only takes the completions already queued (`false`: the caller drives the
+    /// device itself, [`crate::mesh::railset::RailSet::drive_outside`]).
     pub fn set_drives(&mut self, drives: bool) {
         self.drives = drives;
     }
