@@ -15,13 +15,14 @@
 
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::{MeshError, Result};
 use crate::mesh::frame::{text_frame, FrameKind};
-use crate::mesh::progress::{Progress, Pump, PumpState};
+use crate::mesh::progress::{Progress, Pulse, PulseSeen, Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
 use crate::mesh::tagged::{Eager, Placement, PlacementStats, RecvBuf, Tagged};
@@ -183,6 +184,8 @@ pub(crate) struct Driver {
     progress: Weak<Progress>,
     shard: usize,
     offload: bool,
+    pulse: Arc<Pulse>,
+    seen: PulseSeen,
 }
 
 impl Driver {
@@ -192,6 +195,8 @@ impl Driver {
             progress: Arc::downgrade(progress),
             shard,
             offload: progress.offloads(),
+            pulse: progress.pulse(shard),
+            seen: PulseSeen::default(),
         }
     }
 
@@ -216,6 +221,9 @@ pub(crate) struct ConnShared {
     /// reports "not yet" while the shard holds it) meet only the short bookkeeping part of a
     /// round. Empty with one shard: polling the rails drives them.
     devices: Vec<crate::verbs::Device>,
+    /// A shard round drove the devices but found the connection taken: completions may wait
+    /// in the rails' CQs for the next round that gets it.
+    behind: AtomicBool,
 }
 
 impl ConnShared {
@@ -258,6 +266,7 @@ impl ConnShared {
             driver,
             inline_bytes: config.inline_bytes,
             devices,
+            behind: AtomicBool::new(false),
         })
     }
 
@@ -295,22 +304,33 @@ impl ConnShared {
 
     /// Runs `f` on the connection for a `test`: after a round of progress (one shard), or as
     /// it is (several: the shard's thread makes the progress); `None` while the shard's thread
-    /// holds the connection.
+    /// holds the connection. With several shards a `test` wakes nobody: the shard sleeps only
+    /// with nothing to do, and a datagram on its sockets or a hand-off wakes it (NCCL's proxy
+    /// calls `test` without pause, and a wake per call kept every shard that has a
+    /// connection spinning).
     fn test<T>(&self, f: impl FnOnce(&mut Conn) -> T) -> Option<T> {
         if !self.driver.offload {
             let mut c = self.lock();
             c.progress();
             return Some(f(&mut c));
         }
+        // The shard's thread gets no CPU (a host with fewer free CPUs than busy threads): do
+        // its round for this connection here, where NCCL's proxy would only spin.
+        let starved = self.driver.pulse.starved(&self.driver.seen);
+        if starved {
+            for d in &self.devices {
+                d.progress(None);
+            }
+        }
         let mut c = match self.core.try_lock() {
             Ok(c) => c,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        let r = f(&mut c);
-        drop(c);
-        self.driver.wake();
-        Some(r)
+        if starved {
+            c.progress();
+        }
+        Some(f(&mut c))
     }
 
     fn lock(&self) -> MutexGuard<'_, Conn> {
@@ -350,14 +370,21 @@ impl Pump for ConnShared {
         for d in &self.devices {
             driven += d.progress(None);
         }
-        // The application holds the lock: it is making progress itself.
+        // The application holds the lock. One shard: it is making progress itself. Several:
+        // it is in a `test` (which wakes nobody) or handing work over (which wakes the shard);
+        // what the devices delivered, now or in a round that also found the lock taken, waits
+        // in the rails' CQs until a round gets the lock: the shard must not sleep before.
         let Ok(mut c) = self.core.try_lock() else {
-            return if driven > 0 {
+            if driven > 0 {
+                self.behind.store(true, Ordering::Relaxed);
+            }
+            return if driven > 0 || self.behind.load(Ordering::Relaxed) {
                 PumpState::Busy
             } else {
                 PumpState::Idle
             };
         };
+        self.behind.store(false, Ordering::Relaxed);
         let busy = c.progress() || driven > 0;
         if let Some(t) = c.closing {
             if !c.rails.busy() || t.elapsed() > CLOSE_FLUSH || c.rails.failure().is_some() {
@@ -369,6 +396,10 @@ impl Pump for ConnShared {
         } else {
             PumpState::Idle
         }
+    }
+
+    fn devices(&self) -> &[crate::verbs::Device] {
+        &self.devices
     }
 }
 

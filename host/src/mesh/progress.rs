@@ -11,16 +11,85 @@
 //! and read completions: the channels of a NCCL communicator use as many cores as there are
 //! shards instead of NCCL's one proxy thread. A shard drives a connection's devices (receive,
 //! ICRC, placement, ACKs) before it takes the connection's lock, so that those calls, which
-//! need the lock, only wait for the bookkeeping part of a round (`comm::ConnShared::devices`). A shard spins while there is work, then backs off
-//! to parked waits of up to 1 ms that [`Progress::wake`] cuts short.
+//! need the lock, only wait for the bookkeeping part of a round (`comm::ConnShared::devices`).
+//!
+//! A shard spins while there is work. With nothing to do it keeps polling for [`SPIN`] (the
+//! next packet of a pipeline is usually that close), unless it shares its CPU: a `sched_yield`
+//! that returns only after [`CONTENDED_YIELD`] means other threads wanted the CPU, and a shard
+//! that spins on then takes time from the threads with work (the peer's shards on the same
+//! host among them). Then, and after the spin, a shard of several sleeps in `poll(2)` on its
+//! devices' sockets and an eventfd that [`Progress::wake`] writes: a datagram for any of its
+//! connections, or work an application call hands over, wakes it at once. NCCL's `test` wakes
+//! nobody (the proxy calls it without pause). A shard without sockets to wait on (one shard:
+//! the application's calls drive; vfio rails) parks for up to 1 ms instead, cut short by
+//! [`Progress::wake`].
+//!
+//! A shard that gets no CPU (more busy threads than free CPUs) would stall its connections
+//! while NCCL's proxy spins in `test`: after [`STARVED_TESTS`] tests that saw the shard awake
+//! and without a round, `test` does the shard's round for that connection itself
+//! ([`Pulse::starved`]). On a 2-CPU VM with two shards per rank, the harness's NCCL-shaped
+//! stream went from 0.29 to 1.7–1.9 GB/s and its 8 KiB ping-pong from 5 ms to 16 µs
+//! (docs/benchmarks.md, 2026-11-28 10:05–11:10 UTC).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long a shard (of several) keeps polling after its last work before it parks.
-const SPIN: Duration = Duration::from_millis(2);
+use crate::verbs::Device;
+
+/// How long a shard (of several) keeps polling after its last work before it sleeps.
+pub const SPIN: Duration = Duration::from_millis(2);
+/// A `sched_yield` of an idle shard that took this long gave the CPU to another thread: the
+/// shard stops spinning and sleeps until a packet or a hand-off comes.
+pub const CONTENDED_YIELD: Duration = Duration::from_micros(50);
+
+/// `test` calls in a row that may find a shard's thread awake without a round made before the
+/// calling thread does the shard's work itself ([`Pulse::starved`]).
+pub const STARVED_TESTS: u32 = 256;
+
+/// What application threads can see of a shard's thread: the rounds it made and whether it
+/// sleeps in `poll(2)`.
+#[derive(Debug, Default)]
+pub struct Pulse {
+    /// Rounds begun and items pumped: it moves while the thread runs.
+    rounds: AtomicU64,
+    /// The shard is (about to be) asleep in `poll(2)`.
+    sleeping: AtomicBool,
+}
+
+/// An application thread's view of a [`Pulse`]: the round count it last saw and the calls
+/// that saw it unchanged.
+#[derive(Debug, Default)]
+pub struct PulseSeen {
+    rounds: AtomicU64,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl Pulse {
+    /// Called on every `test` of a connection the shard drives: `true` once [`STARVED_TESTS`]
+    /// calls in a row found the shard's thread awake (not asleep in `poll(2)`, where it holds
+    /// its devices' receive) without a round made since, and on every call after that until
+    /// it makes one. The caller then does the shard's work for that connection itself. A
+    /// polling thread that never pauses (NCCL's proxy) otherwise holds, on a host with fewer
+    /// free CPUs than busy threads, the CPU time of the very shard whose work it waits for (a
+    /// 2-CPU VM, two shards per rank: the polling threads took 80–90 % of a CPU each, the
+    /// shards 5–10 %).
+    pub fn starved(&self, seen: &PulseSeen) -> bool {
+        let r = self.rounds.load(Ordering::Relaxed);
+        if r != seen.rounds.load(Ordering::Relaxed) {
+            seen.rounds.store(r, Ordering::Relaxed);
+            seen.calls.store(0, Ordering::Relaxed);
+            return false;
+        }
+        // Asleep in poll(2), it holds its devices' receive: nothing to do here.
+        if self.sleeping.load(Ordering::Relaxed) {
+            return false;
+        }
+        seen.calls.fetch_add(1, Ordering::Relaxed) + 1 >= STARVED_TESTS
+    }
+}
 
 /// What one pump of an item found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +106,25 @@ pub enum PumpState {
 pub trait Pump: Send + Sync {
     /// Makes what progress is possible without blocking.
     fn pump(&self) -> PumpState;
+
+    /// The devices whose sockets bring this item's work: a shard with nothing to do sleeps
+    /// until one of them is readable (or [`Progress::wake`]). None by default: the shard then
+    /// parks for up to 1 ms at a time.
+    fn devices(&self) -> &[Device] {
+        &[]
+    }
 }
 
 struct Shard {
     items: Mutex<Vec<Arc<dyn Pump>>>,
     thread: OnceLock<Thread>,
+    /// Written by [`Progress::wake`] while the shard sleeps in `poll(2)` (`None`: the OS gave
+    /// no eventfd; the shard then parks instead of sleeping on its sockets).
+    wake_fd: Option<OwnedFd>,
+    pulse: Arc<Pulse>,
+    /// [`Progress::wake`] calls so far: a shard about to sleep that sees this move since its
+    /// round began was handed work that round may have missed.
+    wakes: AtomicU64,
 }
 
 /// The registry of items and the threads (shards) that pump them.
@@ -51,6 +134,9 @@ pub struct Progress {
     next: AtomicUsize,
     /// Shard threads that have not left their loop yet.
     running: AtomicUsize,
+    /// Test hook: every shard stops pumping, awake (a shard that gets no CPU).
+    #[cfg(test)]
+    frozen: AtomicBool,
 }
 
 impl std::fmt::Debug for Progress {
@@ -73,11 +159,21 @@ impl Progress {
                 .map(|_| Shard {
                     items: Mutex::new(Vec::new()),
                     thread: OnceLock::new(),
+                    wake_fd: rustix::event::eventfd(
+                        0,
+                        rustix::event::EventfdFlags::CLOEXEC
+                            | rustix::event::EventfdFlags::NONBLOCK,
+                    )
+                    .ok(),
+                    pulse: Arc::default(),
+                    wakes: AtomicU64::new(0),
                 })
                 .collect(),
             stop: AtomicBool::new(false),
             next: AtomicUsize::new(0),
             running: AtomicUsize::new(shards.max(1)),
+            #[cfg(test)]
+            frozen: AtomicBool::new(false),
         });
         for i in 0..p.shards.len() {
             let t = p.clone();
@@ -91,6 +187,12 @@ impl Progress {
             let _ = p.shards[i].thread.set(h.thread().clone());
         }
         Ok(p)
+    }
+
+    /// What application threads can see of shard `shard`'s thread (modulo the number of
+    /// shards).
+    pub fn pulse(&self, shard: usize) -> Arc<Pulse> {
+        self.shards[shard % self.shards.len()].pulse.clone()
     }
 
     /// Number of shards.
@@ -116,10 +218,19 @@ impl Progress {
         self.wake(shard);
     }
 
-    /// Wakes shard `shard`'s thread if it is parked (cheap when it is running).
+    /// Tells shard `shard` that it has work: wakes its thread if it is parked or asleep in
+    /// `poll(2)` (an eventfd write then), and keeps it from going to sleep if it is about to
+    /// (cheap when it is running: two atomic operations and an unpark).
     pub fn wake(&self, shard: usize) {
-        if let Some(t) = self.shards[shard % self.shards.len()].thread.get() {
+        let s = &self.shards[shard % self.shards.len()];
+        s.wakes.fetch_add(1, Ordering::SeqCst);
+        if let Some(t) = s.thread.get() {
             t.unpark();
+        }
+        if s.pulse.sleeping.load(Ordering::SeqCst) {
+            if let Some(fd) = &s.wake_fd {
+                let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+            }
         }
     }
 
@@ -141,6 +252,31 @@ impl Progress {
         self.running.load(Ordering::Acquire)
     }
 
+    /// Test hook: freezes (`true`) or thaws every shard: a frozen shard makes no round and
+    /// does not sleep, as a thread that gets no CPU.
+    #[cfg(test)]
+    pub(crate) fn freeze(&self, on: bool) {
+        self.frozen.store(on, Ordering::SeqCst);
+    }
+
+    /// Rounds begun and items pumped so far, all shards.
+    #[cfg(test)]
+    pub(crate) fn rounds(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.pulse.rounds.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Shards asleep in `poll(2)` now.
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> usize {
+        self.shards
+            .iter()
+            .filter(|s| s.pulse.sleeping.load(Ordering::SeqCst))
+            .count()
+    }
+
     /// Stops the threads (they drop their items).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -151,14 +287,26 @@ impl Progress {
 
     fn run(self: Arc<Self>, shard: usize) {
         let me = &self.shards[shard];
+        let several = self.shards.len() > 1;
         let mut idle_rounds: u32 = 0;
-        let mut last_busy = std::time::Instant::now();
+        let mut last_busy = Instant::now();
+        let mut contended = false;
         while !self.stop.load(Ordering::Relaxed) {
+            #[cfg(test)]
+            if self.frozen.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_micros(100));
+                continue;
+            }
+            let epoch = me.wakes.load(Ordering::SeqCst);
+            me.pulse.rounds.fetch_add(1, Ordering::Relaxed);
             let items: Vec<Arc<dyn Pump>> =
                 me.items.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let bursts = rx_bursts(&items);
             let mut busy = false;
             let mut finished = Vec::new();
             for (i, it) in items.iter().enumerate() {
+                // Counted per item: a long round over many connections is no starved shard.
+                me.pulse.rounds.fetch_add(1, Ordering::Relaxed);
                 match it.pump() {
                     PumpState::Busy => busy = true,
                     PumpState::Idle => {}
@@ -169,27 +317,128 @@ impl Progress {
                 let mut v = me.items.lock().unwrap_or_else(|p| p.into_inner());
                 v.retain(|x| !finished.iter().any(|&i| Arc::ptr_eq(x, &items[i])));
             }
-            drop(items);
             if busy {
                 // Let the soft provider's threads (ACKs, timers) run between rounds.
                 idle_rounds = 0;
-                last_busy = std::time::Instant::now();
+                last_busy = Instant::now();
+                contended = false;
                 std::thread::yield_now();
                 continue;
             }
             idle_rounds = idle_rounds.saturating_add(1);
             // A shard of several keeps polling for SPIN after its last work (the next packet
-            // of a pipeline is usually that close; a parked shard would add a wake-up to it).
-            let spin = self.shards.len() > 1 && last_busy.elapsed() < SPIN;
+            // of a pipeline is usually that close; a sleeping shard would add a wake-up to
+            // it) while it has a CPU to itself.
+            let spin = several && !contended && last_busy.elapsed() < SPIN;
             if idle_rounds < 8 || spin {
+                let t = Instant::now();
                 std::thread::yield_now();
-            } else {
-                let us = 20u64 << (idle_rounds - 8).min(6);
-                std::thread::park_timeout(Duration::from_micros(us.min(1000)));
+                if several && t.elapsed() >= CONTENDED_YIELD {
+                    contended = true;
+                }
+                continue;
+            }
+            let us = (20u64 << (idle_rounds - 8).min(6)).min(1000);
+            let timeout = Duration::from_micros(us);
+            match me.sleep_on_sockets(several, &items, (epoch, bursts), timeout) {
+                Sleep::Slept => {}
+                Sleep::Again => std::thread::yield_now(),
+                Sleep::Unavailable => std::thread::park_timeout(timeout),
             }
         }
         me.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.running.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// What [`Shard::sleep_on_sockets`] did.
+enum Sleep {
+    /// Slept until a datagram, a wake or the timeout.
+    Slept,
+    /// Did not sleep: work came, or may have, since the round began (a wake, a receive by
+    /// another thread): the shard makes another round at once.
+    Again,
+    /// Did not sleep: nothing to wait on (one shard, no eventfd, no soft device).
+    Unavailable,
+}
+
+/// The distinct devices of `items`.
+fn devices_of(items: &[Arc<dyn Pump>]) -> Vec<&Device> {
+    let mut devices: Vec<&Device> = Vec::new();
+    for d in items.iter().flat_map(|it| it.devices()) {
+        if !devices.iter().any(|x| x.same_device(d)) {
+            devices.push(d);
+        }
+    }
+    devices
+}
+
+/// The receive bursts of `items`' devices so far (a sum, a device counted once per item that
+/// has it: it moves when any of them does).
+fn rx_bursts(items: &[Arc<dyn Pump>]) -> u64 {
+    items
+        .iter()
+        .flat_map(|it| it.devices())
+        .fold(0u64, |n, d| n.wrapping_add(d.rx_bursts()))
+}
+
+impl Shard {
+    /// Sleeps up to `timeout` in `poll(2)` on the sockets of `items`' devices and the wake-up
+    /// eventfd, holding each device's receive meanwhile ([`Device::socket_wait`]). `seen`:
+    /// [`Shard::wakes`] and [`rx_bursts`] when the round that found nothing began. The sleep
+    /// does not start when either moved since: a hand-off whose wake missed the sleeping
+    /// flag, or completions that another thread's receive (the device's progress thread
+    /// running its timers) pushed after this round polled the CQs; nor when another thread
+    /// holds a receive now. Only a shard of `several` sleeps this way.
+    fn sleep_on_sockets(
+        &self,
+        several: bool,
+        items: &[Arc<dyn Pump>],
+        seen: (u64, u64),
+        timeout: Duration,
+    ) -> Sleep {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(wake_fd) = self.wake_fd.as_ref().filter(|_| several) else {
+            return Sleep::Unavailable;
+        };
+        let devices = devices_of(items);
+        if devices.is_empty() {
+            return Sleep::Unavailable;
+        }
+        let mut waits = Vec::with_capacity(devices.len());
+        for d in devices {
+            match d.socket_wait() {
+                Some(w) => waits.push(w),
+                None => return Sleep::Again,
+            }
+        }
+        if rx_bursts(items) != seen.1 {
+            return Sleep::Again;
+        }
+        self.pulse.sleeping.store(true, Ordering::SeqCst);
+        // A wake counts before it looks at the flag: one that came after the round began and
+        // did not see the flag shows in the count.
+        if self.wakes.load(Ordering::SeqCst) != seen.0 {
+            self.pulse.sleeping.store(false, Ordering::SeqCst);
+            return Sleep::Again;
+        }
+        let sockets: Vec<_> = waits.iter().map(|w| w.fd()).collect();
+        let mut fds: Vec<PollFd<'_>> = sockets
+            .iter()
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        fds.push(PollFd::new(wake_fd, PollFlags::IN));
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let woken = matches!(poll(&mut fds, Some(&ts)), Ok(n) if n > 0)
+            && fds.last().is_some_and(|f| !f.revents().is_empty());
+        if woken {
+            let _ = rustix::io::read(wake_fd.as_fd(), &mut [0u8; 8]);
+        }
+        self.pulse.sleeping.store(false, Ordering::SeqCst);
+        Sleep::Slept
     }
 }
 
@@ -223,6 +472,35 @@ mod test {
         }
         assert_eq!(c.0.load(Ordering::Relaxed), 100);
         p.stop();
+    }
+
+    #[test]
+    fn a_shard_is_starved_after_enough_tests_without_a_round_while_awake() {
+        let pulse = Pulse::default();
+        let seen = PulseSeen::default();
+        for _ in 1..STARVED_TESTS {
+            assert!(!pulse.starved(&seen));
+        }
+        assert!(
+            pulse.starved(&seen),
+            "{STARVED_TESTS} calls without a round"
+        );
+        assert!(pulse.starved(&seen), "still none");
+        // a round: not starved, and the count starts again
+        pulse.rounds.fetch_add(1, Ordering::Relaxed);
+        assert!(!pulse.starved(&seen));
+        pulse.sleeping.store(true, Ordering::Relaxed);
+        for _ in 0..2 * STARVED_TESTS {
+            assert!(
+                !pulse.starved(&seen),
+                "asleep in poll(2): waiting, not starved"
+            );
+        }
+        pulse.sleeping.store(false, Ordering::Relaxed);
+        for _ in 1..STARVED_TESTS {
+            assert!(!pulse.starved(&seen));
+        }
+        assert!(pulse.starved(&seen), "awake again, and still no round");
     }
 
     #[test]

@@ -491,6 +491,110 @@ fn shards_drive_their_devices_outside_the_connection() {
     }
 }
 
+/// With several shards, a shard with nothing to do sleeps in `poll(2)` on its sockets: NCCL's
+/// proxy testing an idle connection without pause does not keep it running, and the message
+/// that then comes wakes it.
+#[test]
+fn idle_shards_sleep_until_a_packet_or_a_hand_off() {
+    let cfg = |c: &mut MeshConfig| {
+        c.progress_threads = 2;
+        c.lanes = 2;
+    };
+    let a = node_with(vec![nic("soft_a", "127.0.34.1/24", 10.0)], cfg);
+    let b = node_with(vec![nic("soft_b", "127.0.34.2/24", 10.0)], cfg);
+    let (s, r) = connect(&a, &b);
+    exchange(&s, &r, &[4096, 4096], 90);
+    let dst = Buffer::new(100);
+    let q = r
+        .irecv(&[RecvBuf {
+            buf: dst.clone(),
+            offset: 0,
+            len: 100,
+            tag: 3,
+        }])
+        .unwrap()
+        .expect("room for the receive");
+    // The receive is tested without pause while nothing comes: past the shards' spin, every
+    // shard sleeps, and stays asleep through the tests.
+    let test_for = |d: Duration| {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            assert_eq!(q.test().unwrap(), None);
+        }
+    };
+    test_for(crate::mesh::progress::SPIN * 5);
+    let rounds = b.progress().rounds();
+    test_for(Duration::from_millis(100));
+    let asleep = b.progress().asleep();
+    let rounds = b.progress().rounds() - rounds;
+    assert_eq!(
+        asleep, 2,
+        "both of the receiving node's shards (a lane each) sleep"
+    );
+    // Asleep, a shard makes a round per poll(2) timeout (at most 1 ms) and per datagram (the
+    // peer's keepalives); spinning, or woken by each test, it made tens of thousands.
+    assert!(rounds < 5_000, "{rounds} shard rounds in 100 ms of tests");
+    let src = pattern(60, 91);
+    let p = s
+        .isend(&Buffer::from_vec(src.clone()), 0, 60, 3)
+        .unwrap()
+        .expect("room for the send");
+    assert_eq!(p.wait(T).unwrap(), 60);
+    assert_eq!(q.wait(T).unwrap(), vec![60]);
+    assert!(dst.to_vec()[..60] == src[..]);
+}
+
+/// A shard that gets no CPU (frozen: it makes no round and does not sleep) does not stop its
+/// connections: the application's `test` calls do its work (`progress::Pulse::starved`).
+#[test]
+fn a_starved_shard_s_connections_progress_on_the_polling_thread() {
+    let cfg = |c: &mut MeshConfig| {
+        c.progress_threads = 2;
+        c.lanes = 2;
+    };
+    let a = node_with(vec![nic("soft_a", "127.0.35.1/24", 10.0)], cfg);
+    let b = node_with(vec![nic("soft_b", "127.0.35.2/24", 10.0)], cfg);
+    let (s, r) = connect(&a, &b);
+    exchange(&s, &r, &[4096], 92);
+    a.progress().freeze(true);
+    b.progress().freeze(true);
+    // As NCCL's proxy: every request posted is tested in turn until all are done.
+    let sizes = [0, 100, 4096, 1 << 20, 3 << 20];
+    let mut recvs = Vec::new();
+    let mut sends = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        let dst = Buffer::new(n + 64);
+        let recv = RecvBuf {
+            buf: dst.clone(),
+            offset: 0,
+            len: n + 64,
+            tag: 3,
+        };
+        recvs.push((r.irecv(&[recv]).unwrap().expect("room"), dst, None));
+        let src = pattern(n, 93 + i as u32);
+        let p = s.isend(&Buffer::from_vec(src.clone()), 0, n, 3).unwrap();
+        sends.push((p.expect("room"), src, None));
+    }
+    let t = Instant::now();
+    while recvs.iter().any(|q| q.2.is_none()) || sends.iter().any(|p| p.2.is_none()) {
+        assert!(t.elapsed() < T, "transfers stalled with the shards frozen");
+        for (q, _, done) in recvs.iter_mut().filter(|q| q.2.is_none()) {
+            *done = q.test().unwrap();
+        }
+        for (p, _, done) in sends.iter_mut().filter(|p| p.2.is_none()) {
+            *done = p.test().unwrap();
+        }
+    }
+    for ((_, dst, got), (_, src, sent)) in recvs.iter().zip(&sends) {
+        assert_eq!(*sent, Some(src.len()));
+        assert_eq!(*got, Some(vec![src.len()]));
+        assert!(dst.to_vec()[..src.len()] == src[..]);
+    }
+    a.progress().freeze(false);
+    b.progress().freeze(false);
+    exchange(&s, &r, &[70_000], 94);
+}
+
 #[test]
 fn lanes_keep_nccl_order_with_and_without_shards() {
     for (threads, lanes, eager) in [(1, 1, 0), (1, 1, 65536), (1, 2, 65536), (3, 3, 0)] {

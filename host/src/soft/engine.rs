@@ -221,6 +221,9 @@ pub(crate) struct SoftDevice {
     ack_deadline: AtomicU64,
     /// When the QP timers were last scanned, ns on `clock`.
     last_scan: AtomicU64,
+    /// Receive bursts that processed packets, counted as each ends (with the receive still
+    /// held, after its completions were pushed).
+    rx_bursts: AtomicU64,
 }
 
 /// Buffers of the UDP receive path.
@@ -260,6 +263,32 @@ impl Drop for AppInDevice<'_> {
     fn drop(&mut self) {
         self.0.app_poll_ns.store(LEFT_JUST_NOW, Ordering::Relaxed);
         self.0.app_waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A thread's wait on the device's socket among other file descriptors (a mesh progress
+/// shard's `poll(2)` over its devices and its wake-up eventfd, `mesh::progress`). It holds the
+/// receive, as a blocking receive does: the progress thread keeps off the socket, leaves the
+/// queued datagrams to the waiter and runs only the timers that fall due while the waiter is
+/// blocked (`rx_blocked`). Dropping it ends the wait.
+pub(crate) struct SocketWait<'a> {
+    dev: &'a SoftDevice,
+    _rx: MutexGuard<'a, RxState>,
+}
+
+impl SocketWait<'_> {
+    /// The socket to wait on (readable: a datagram is queued).
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.dev.socket.as_fd()
+    }
+}
+
+impl Drop for SocketWait<'_> {
+    fn drop(&mut self) {
+        self.dev.rx_blocked.store(false, Ordering::SeqCst);
+        self.dev.app_poll_ns.store(LEFT_JUST_NOW, Ordering::Relaxed);
+        self.dev.app_waiting.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -516,6 +545,7 @@ impl SoftDevice {
             next_deadline: AtomicU64::new(NO_DEADLINE),
             urgent_acks: AtomicBool::new(false),
             rx_blocked: AtomicBool::new(false),
+            rx_bursts: AtomicU64::new(0),
             ack_deadline: AtomicU64::new(NO_DEADLINE),
             last_scan: AtomicU64::new(0),
         });
@@ -1452,6 +1482,9 @@ impl SoftDevice {
             packets += n;
             st.place_qpn = place_qpn;
         }
+        if packets > 0 {
+            self.rx_bursts.fetch_add(1, Ordering::Release);
+        }
         (packets, last)
     }
 
@@ -1718,6 +1751,25 @@ impl SoftDevice {
         self.app_poll_ns.store(now, Ordering::Relaxed);
         self.run_due_timers_at(now);
         n
+    }
+
+    /// Receive bursts that processed packets so far, on any thread, counted as each ends
+    /// (after its completions were pushed, the receive still held).
+    pub(crate) fn rx_bursts(&self) -> u64 {
+        self.rx_bursts.load(Ordering::Acquire)
+    }
+
+    /// Starts a wait on the socket by a thread that polls it with other file descriptors
+    /// ([`SocketWait`]); `None` when another thread holds the receive, or the device receives
+    /// through the raw socket (its progress thread alone receives there).
+    pub(crate) fn socket_wait(&self) -> Option<SocketWait<'_>> {
+        if self.raw_receive {
+            return None;
+        }
+        let rx = self.rx.try_lock().ok()?;
+        self.app_waiting.fetch_add(1, Ordering::Relaxed);
+        self.rx_blocked.store(true, Ordering::SeqCst);
+        Some(SocketWait { dev: self, _rx: rx })
     }
 
     /// Sends the urgent ACKs QPs hold (the progress thread went through a burst as the only

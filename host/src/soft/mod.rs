@@ -59,7 +59,7 @@ mod tx_batch;
 mod tx_spans;
 pub(crate) mod udp_io;
 
-pub(crate) use engine::SoftDevice;
 pub use engine::{DeviceCounters, QpShared};
+pub(crate) use engine::{SocketWait, SoftDevice};
 pub use headers::TTL;
 pub use impair::{ImpairCounters, Impairment};

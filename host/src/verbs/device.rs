@@ -346,6 +346,30 @@ impl Device {
         }
     }
 
+    /// Soft provider: starts a wait on the device's socket by a thread that polls it together
+    /// with other file descriptors (a mesh progress shard with nothing to do). Until the
+    /// returned wait drops, the caller holds the device's receive: its progress thread leaves
+    /// the queued datagrams to the caller and runs only the timers that fall due. Drop it and
+    /// drive the device with [`Device::progress`] once the poll returns. `None`: another thread is receiving, or the
+    /// provider has no socket to wait on (vfio: the NIC needs no driving).
+    pub(crate) fn socket_wait(&self) -> Option<crate::soft::SocketWait<'_>> {
+        match &self.provider {
+            Provider::Soft(d) => d.socket_wait(),
+            Provider::Vfio(_) => None,
+        }
+    }
+
+    /// Soft provider: receive bursts that processed packets so far, on any thread, counted as
+    /// each ends, after its completions were pushed: the same count before a thread polls its
+    /// CQs and once it holds [`Device::socket_wait`] means no completion came meanwhile.
+    /// vfio provider: 0.
+    pub(crate) fn rx_bursts(&self) -> u64 {
+        match &self.provider {
+            Provider::Soft(d) => d.rx_bursts(),
+            Provider::Vfio(_) => 0,
+        }
+    }
+
     /// Device-wide packet counters. vfio provider and model: from the device's own
     /// counters (QUERY_VPORT_COUNTER, QUERY_CONG_STATISTICS; see [`Device::hw_counters`]):
     /// RoCE packets each way, packets received with errors as `malformed`, CNPs handled as
