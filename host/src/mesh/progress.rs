@@ -29,7 +29,7 @@
 //! and without a round, `test` does the shard's round for that connection itself
 //! ([`Pulse::starved`]). On a 2-CPU VM with two shards per rank, the harness's NCCL-shaped
 //! stream went from 0.29 to 1.7–1.9 GB/s and its 8 KiB ping-pong from 5 ms to 16 µs
-//! (docs/benchmarks.md, 2026-11-28 10:05–11:10 UTC).
+//! (docs/benchmarks.md, 2026-11-28 10:05–11:43 UTC).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
