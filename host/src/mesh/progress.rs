@@ -358,7 +358,8 @@ enum Sleep {
     /// Did not sleep: work came, or may have, since the round began (a wake, a receive by
     /// another thread): the shard makes another round at once.
     Again,
-    /// Did not sleep: nothing to wait on (one shard, no eventfd, no soft device).
+    /// Did not sleep: nothing to wait on (one shard, no eventfd, no device, or a device
+    /// without a socket to wait on).
     Unavailable,
 }
 
@@ -384,7 +385,8 @@ fn rx_bursts(items: &[Arc<dyn Pump>]) -> u64 {
 
 impl Shard {
     /// Sleeps up to `timeout` in `poll(2)` on the sockets of `items`' devices and the wake-up
-    /// eventfd, holding each device's receive meanwhile ([`Device::socket_wait`]). `seen`:
+    /// eventfd, holding each device's receive meanwhile ([`Device::socket_wait`]); every
+    /// device must be [`Device::waitable`]. `seen`:
     /// [`Shard::wakes`] and [`rx_bursts`] when the round that found nothing began. The sleep
     /// does not start when either moved since: a hand-off whose wake missed the sleeping
     /// flag, or completions that another thread's receive (the device's progress thread
@@ -402,7 +404,9 @@ impl Shard {
             return Sleep::Unavailable;
         };
         let devices = devices_of(items);
-        if devices.is_empty() {
+        // A device whose work comes without a socket (vfio) could complete work while the
+        // shard sleeps on the others: park, as with no socket at all.
+        if devices.is_empty() || !devices.iter().all(|d| d.waitable()) {
             return Sleep::Unavailable;
         }
         let mut waits = Vec::with_capacity(devices.len());

@@ -493,55 +493,70 @@ fn shards_drive_their_devices_outside_the_connection() {
 
 /// With several shards, a shard with nothing to do sleeps in `poll(2)` on its sockets: NCCL's
 /// proxy testing an idle connection without pause does not keep it running, and the message
-/// that then comes wakes it.
+/// that then comes wakes it. Over the device model (the vfio provider's driver: completions
+/// come without a socket) the shards park instead, and do not spin either.
 #[test]
 fn idle_shards_sleep_until_a_packet_or_a_hand_off() {
-    let cfg = |c: &mut MeshConfig| {
-        c.progress_threads = 2;
-        c.lanes = 2;
-    };
-    let a = node_with(vec![nic("soft_a", "127.0.34.1/24", 10.0)], cfg);
-    let b = node_with(vec![nic("soft_b", "127.0.34.2/24", 10.0)], cfg);
-    let (s, r) = connect(&a, &b);
-    exchange(&s, &r, &[4096, 4096], 90);
-    let dst = Buffer::new(100);
-    let q = r
-        .irecv(&[RecvBuf {
-            buf: dst.clone(),
-            offset: 0,
-            len: 100,
-            tag: 3,
-        }])
-        .unwrap()
-        .expect("room for the receive");
-    // The receive is tested without pause while nothing comes: past the shards' spin, every
-    // shard sleeps, and stays asleep through the tests.
-    let test_for = |d: Duration| {
-        let t = Instant::now();
-        while t.elapsed() < d {
-            assert_eq!(q.test().unwrap(), None);
+    for (provider, base) in [
+        (crate::verbs::ProviderKind::Soft, "127.0.34"),
+        (crate::verbs::ProviderKind::Model, "127.0.36"),
+    ] {
+        let model = provider == crate::verbs::ProviderKind::Model;
+        let cfg = |c: &mut MeshConfig| {
+            c.progress_threads = 2;
+            c.lanes = 2;
+            c.provider = Some(provider.clone());
+        };
+        let a = node_with(vec![nic("dev_a", &format!("{base}.1/24"), 10.0)], cfg);
+        let b = node_with(vec![nic("dev_b", &format!("{base}.2/24"), 10.0)], cfg);
+        let (s, r) = connect(&a, &b);
+        exchange(&s, &r, &[4096, 4096], 90);
+        let dst = Buffer::new(100);
+        let q = r
+            .irecv(&[RecvBuf {
+                buf: dst.clone(),
+                offset: 0,
+                len: 100,
+                tag: 3,
+            }])
+            .unwrap()
+            .expect("room for the receive");
+        // The receive is tested without pause while nothing comes: past the shards' spin,
+        // every shard sleeps (parks, over the model), and stays so through the tests.
+        let test_for = |d: Duration| {
+            let t = Instant::now();
+            while t.elapsed() < d {
+                assert_eq!(q.test().unwrap(), None);
+            }
+        };
+        test_for(crate::mesh::progress::SPIN * 5);
+        let rounds = b.progress().rounds();
+        test_for(Duration::from_millis(100));
+        let asleep = b.progress().asleep();
+        let rounds = b.progress().rounds() - rounds;
+        if model {
+            assert_eq!(asleep, 0, "no socket to sleep on over the model");
+        } else {
+            assert_eq!(
+                asleep, 2,
+                "both of the receiving node's shards (a lane each) sleep"
+            );
         }
-    };
-    test_for(crate::mesh::progress::SPIN * 5);
-    let rounds = b.progress().rounds();
-    test_for(Duration::from_millis(100));
-    let asleep = b.progress().asleep();
-    let rounds = b.progress().rounds() - rounds;
-    assert_eq!(
-        asleep, 2,
-        "both of the receiving node's shards (a lane each) sleep"
-    );
-    // Asleep, a shard makes a round per poll(2) timeout (at most 1 ms) and per datagram (the
-    // peer's keepalives); spinning, or woken by each test, it made tens of thousands.
-    assert!(rounds < 5_000, "{rounds} shard rounds in 100 ms of tests");
-    let src = pattern(60, 91);
-    let p = s
-        .isend(&Buffer::from_vec(src.clone()), 0, 60, 3)
-        .unwrap()
-        .expect("room for the send");
-    assert_eq!(p.wait(T).unwrap(), 60);
-    assert_eq!(q.wait(T).unwrap(), vec![60]);
-    assert!(dst.to_vec()[..60] == src[..]);
+        // Asleep or parked, a shard makes a round per timeout (at most 1 ms) and per datagram
+        // (the peer's keepalives); spinning, or woken by each test, it made tens of thousands.
+        assert!(
+            rounds < 5_000,
+            "{provider:?}: {rounds} shard rounds in 100 ms of tests"
+        );
+        let src = pattern(60, 91);
+        let p = s
+            .isend(&Buffer::from_vec(src.clone()), 0, 60, 3)
+            .unwrap()
+            .expect("room for the send");
+        assert_eq!(p.wait(T).unwrap(), 60);
+        assert_eq!(q.wait(T).unwrap(), vec![60]);
+        assert!(dst.to_vec()[..60] == src[..]);
+    }
 }
 
 /// A shard that gets no CPU (frozen: it makes no round and does not sleep) does not stop its

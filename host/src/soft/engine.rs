@@ -1759,11 +1759,17 @@ impl SoftDevice {
         self.rx_bursts.load(Ordering::Acquire)
     }
 
+    /// Whether [`SoftDevice::socket_wait`] can wait for this device's work: not when it
+    /// receives through the raw socket (its progress thread alone receives there).
+    pub(crate) fn waitable(&self) -> bool {
+        !self.raw_receive
+    }
+
     /// Starts a wait on the socket by a thread that polls it with other file descriptors
-    /// ([`SocketWait`]); `None` when another thread holds the receive, or the device receives
-    /// through the raw socket (its progress thread alone receives there).
+    /// ([`SocketWait`]); `None` when another thread holds the receive, or the device is not
+    /// [`waitable`](Self::waitable).
     pub(crate) fn socket_wait(&self) -> Option<SocketWait<'_>> {
-        if self.raw_receive {
+        if !self.waitable() {
             return None;
         }
         let rx = self.rx.try_lock().ok()?;

@@ -346,6 +346,17 @@ impl Device {
         }
     }
 
+    /// Whether [`Device::socket_wait`] can wait for this device's work: a soft device that
+    /// receives on its UDP socket. Not a vfio device (its completions come with no socket to
+    /// wait on), nor a soft device receiving through the raw socket (its progress thread alone
+    /// receives there).
+    pub(crate) fn waitable(&self) -> bool {
+        match &self.provider {
+            Provider::Soft(d) => d.waitable(),
+            Provider::Vfio(_) => false,
+        }
+    }
+
     /// Soft provider: starts a wait on the device's socket by a thread that polls it together
     /// with other file descriptors (a mesh progress shard with nothing to do). Until the
     /// returned wait drops, the caller holds the device's receive: its progress thread leaves
