@@ -316,20 +316,14 @@ impl ConnShared {
         }
         // The shard's thread gets no CPU (a host with fewer free CPUs than busy threads): do
         // its round for this connection here, where NCCL's proxy would only spin.
-        let starved = self.driver.pulse.starved(&self.driver.seen);
-        if starved {
-            for d in &self.devices {
-                d.progress(None);
-            }
+        if self.driver.pulse.starved(&self.driver.seen) {
+            self.pump();
         }
         let mut c = match self.core.try_lock() {
             Ok(c) => c,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        if starved {
-            c.progress();
-        }
         Some(f(&mut c))
     }
 

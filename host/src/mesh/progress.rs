@@ -363,17 +363,6 @@ enum Sleep {
     Unavailable,
 }
 
-/// The distinct devices of `items`.
-fn devices_of(items: &[Arc<dyn Pump>]) -> Vec<&Device> {
-    let mut devices: Vec<&Device> = Vec::new();
-    for d in items.iter().flat_map(|it| it.devices()) {
-        if !devices.iter().any(|x| x.same_device(d)) {
-            devices.push(d);
-        }
-    }
-    devices
-}
-
 /// The receive bursts of `items`' devices so far (a sum, a device counted once per item that
 /// has it: it moves when any of them does).
 fn rx_bursts(items: &[Arc<dyn Pump>]) -> u64 {
@@ -403,7 +392,7 @@ impl Shard {
         let Some(wake_fd) = self.wake_fd.as_ref().filter(|_| several) else {
             return Sleep::Unavailable;
         };
-        let devices = devices_of(items);
+        let devices = Device::distinct(items.iter().flat_map(|it| it.devices()));
         // A device whose work comes without a socket (vfio) could complete work while the
         // shard sleeps on the others: park, as with no socket at all.
         if devices.is_empty() || !devices.iter().all(|d| d.waitable()) {

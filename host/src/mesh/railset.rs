@@ -65,14 +65,13 @@ impl RailSet {
     /// completions already queued. Returns each distinct device once, for the caller to drive
     /// ([`crate::verbs::Device::progress`]) before it polls.
     pub fn drive_outside(&mut self) -> Vec<crate::verbs::Device> {
-        let mut devices: Vec<crate::verbs::Device> = Vec::new();
         for r in &mut self.rails {
             r.set_drives(false);
-            if !devices.iter().any(|d| d.same_device(r.device())) {
-                devices.push(r.device().clone());
-            }
         }
-        devices
+        crate::verbs::Device::distinct(self.rails.iter().map(|r| r.device()))
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// The rails.

@@ -326,6 +326,18 @@ impl Device {
         }
     }
 
+    /// Each device of `devices` once (handles to the same open device count once), in first
+    /// appearance order.
+    pub(crate) fn distinct<'a>(devices: impl IntoIterator<Item = &'a Device>) -> Vec<&'a Device> {
+        let mut out: Vec<&Device> = Vec::new();
+        for d in devices {
+            if !out.iter().any(|x| x.same_device(d)) {
+                out.push(d);
+            }
+        }
+        out
+    }
+
     /// Drives the device on the caller's thread (soft provider): receives and processes the
     /// packets its socket holds and runs due timers; with `wait`, blocks up to that long for a
     /// packet when none is queued. Polling a CQ does this already; call it when waiting on
