@@ -18,12 +18,14 @@ mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 last() { tail -n "$1" | tee -a "$OUT/summary.txt"; }
 # The CPU belongs in every table: the same binary and references measure differently on another
-# host (docs/benchmarks.md, 2026-11-28 15:45 UTC: the VM moved from an AMD EPYC to an Intel host).
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-fam=$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2- | tr -d ' ')
-model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2- | tr -d ' ')
-mhz=$(grep -m1 'cpu MHz' /proc/cpuinfo | cut -d: -f2- | tr -d ' ')
-log "$(date -u) $(nproc) CPUs ($cpu, family ${fam:-?} model ${model:-?}, ${mhz:-?} MHz), $(uname -r), $BIN"
+# host (docs/benchmarks.md, 2026-11-28 15:45 UTC: the VM came back on an Intel host).
+# cpuinfo FIELD: the first value of FIELD in /proc/cpuinfo ("?" when absent).
+cpuinfo() {
+  local v
+  v=$(grep -m1 "^$1[[:space:]]*:" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+  echo "${v:-?}"
+}
+log "$(date -u) $(nproc) CPUs ($(cpuinfo 'model name'), family $(cpuinfo 'cpu family') model $(cpuinfo model), $(cpuinfo 'cpu MHz') MHz), $(uname -r), $BIN"
 # refs BIN TAG PIN...: bandwidth against TCP (1 MiB, 64 KiB), then 8-byte WRITE and SEND latency
 # against the UDP ping-pong for each PIN (a --cpus list, or "none" for unpinned).
 refs() {
