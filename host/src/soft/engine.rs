@@ -57,6 +57,8 @@ const RX_SPIN_NS: u64 = 50_000;
 const RX_BURST: usize = 64;
 /// Receive buffer: the largest GRO batch.
 const RX_BUF: usize = 65536;
+/// A receive of fewer bytes than this ends a burst: see [`ends_burst`].
+const SHORT_BATCH: usize = udp_io::MAX_GSO_BYTES / 2;
 /// Batches placed after a `MSG_PEEK` before the receive predicts layouts again, after a wrong
 /// prediction (module `rx_place`): interleaved traffic of several QPs does not pay a wasted
 /// scatter and copy-back every other batch.
@@ -1420,7 +1422,7 @@ impl SoftDevice {
     /// Receives and processes what the UDP socket holds: up to `max` receives (each a datagram
     /// or a GRO batch), without blocking. Returns the packets processed.
     fn rx_burst(&self, st: &mut RxState, max: usize) -> usize {
-        self.rx_burst_from(st, max, false).0
+        self.rx_burst_from(st, max, false, false).0
     }
 
     /// Runs `wait`, a socket call that blocks in the kernel when `block`, with `rx_blocked`
@@ -1436,9 +1438,17 @@ impl SoftDevice {
     }
 
     /// [`rx_burst`](Self::rx_burst), the first receive blocking (up to the socket's read timeout)
-    /// when `block`. Also returns the time read after the last receive that got something
-    /// (the caller's timer check reuses it instead of reading the clock again).
-    fn rx_burst_from(&self, st: &mut RxState, max: usize, block: bool) -> (usize, Option<Instant>) {
+    /// when `block`. With `driven` (an application thread or a mesh shard polls: it calls again
+    /// soon), a short batch ends the burst ([`ends_burst`]). Also returns the time read after
+    /// the last receive that got something (the caller's timer check reuses it instead of
+    /// reading the clock again).
+    fn rx_burst_from(
+        &self,
+        st: &mut RxState,
+        max: usize,
+        block: bool,
+        driven: bool,
+    ) -> (usize, Option<Instant>) {
         let mut packets = 0;
         let mut last = None;
         for i in 0..max {
@@ -1481,6 +1491,9 @@ impl SoftDevice {
                 self.deliver_batch(buf, r.datagrams(), r.src, r.ecn, ident, last_qp, now);
             packets += n;
             st.place_qpn = place_qpn;
+            if driven && ends_burst(r.bytes, place_qpn.is_some()) {
+                break;
+            }
         }
         if packets > 0 {
             self.rx_bursts.fetch_add(1, Ordering::Release);
@@ -1722,7 +1735,7 @@ impl SoftDevice {
             return 0;
         };
         let (n, received_at) = match wait {
-            None => self.rx_burst_from(&mut st, RX_BURST, false),
+            None => self.rx_burst_from(&mut st, RX_BURST, false, true),
             Some(w) => {
                 self.app_waiting.fetch_add(1, Ordering::Relaxed);
                 let n = if w >= POLL_INTERVAL {
@@ -1730,11 +1743,11 @@ impl SoftDevice {
                     // at once when a packet is queued, woken by the packet otherwise (or by
                     // the socket's read timeout). Timers that fall due meanwhile are the
                     // progress thread's. The caller loops, so one receive is enough.
-                    self.rx_burst_from(&mut st, 1, true)
+                    self.rx_burst_from(&mut st, 1, true, true)
                 } else {
                     // A short wait: poll(2) with a precise timeout.
                     if self.blocking(true, || wait_readable(&self.socket, w)) {
-                        self.rx_burst_from(&mut st, RX_BURST, false)
+                        self.rx_burst_from(&mut st, RX_BURST, false, true)
                     } else {
                         (0, None)
                     }
@@ -1838,7 +1851,7 @@ impl SoftDevice {
             match self.rx.try_lock() {
                 Ok(mut st) => {
                     if deadline_due {
-                        self.rx_burst_from(&mut st, RX_BURST, false);
+                        self.rx_burst_from(&mut st, RX_BURST, false, false);
                     }
                 }
                 Err(_) => {
@@ -2234,6 +2247,17 @@ impl SoftDevice {
 /// The pacer's burst: what the line rate sends in one timer scan of the progress thread (while
 /// packets arrive the pacer may be looked at only that often; otherwise the thread wakes at
 /// the pacer's next send time), and at least two packets.
+/// Whether a driven receive burst stops after a batch of `bytes` instead of asking the socket
+/// again. A GRO batch well short of a full GSO send is the end of what its sender flushed (a small
+/// message, an ACK, a CTS): the next `recvmsg` would almost always find the queue empty, and
+/// on the driven paths (a mesh shard's round, `poll_cq`) that empty call — about 1 µs in a
+/// VM — sat between the packet and the completion it makes (docs/benchmarks.md, 2026-12-02
+/// 00:07 UTC). The caller polls again anyway. Full batches (a stream) keep the burst going,
+/// and so does a WRITE being placed (`place_qpn`: the next batch goes straight to its region).
+fn ends_burst(bytes: usize, placing: bool) -> bool {
+    bytes < SHORT_BATCH && !placing
+}
+
 fn dcqcn_burst_bytes(line_rate_mbps: u64) -> u32 {
     // Mb/s · ns / 8000 = bytes.
     (line_rate_mbps.saturating_mul(TIMER_SCAN_NS) / 8000)
@@ -2488,6 +2512,46 @@ mod test {
             (before.timeouts, before.retransmitted_packets),
             "{before:?} then {c:?}"
         );
+    }
+
+    /// A driven receive burst (an application thread's or a mesh shard's poll) stops after a
+    /// short batch, leaving the next datagram for the next poll instead of asking the socket
+    /// again; the progress thread's burst takes all that is queued. Two 20-byte datagrams
+    /// (not RoCE: dropped once read) wait in the socket each time.
+    #[test]
+    fn a_driven_burst_ends_after_a_short_batch() {
+        let d = open(251);
+        let dev = soft(&d);
+        let sender = std::net::UdpSocket::bind("127.0.9.252:0").unwrap();
+        let mut st = dev.rx.lock().unwrap();
+        let queue_two = || {
+            for _ in 0..2 {
+                sender.send_to(&[0u8; 20], dev.local).unwrap();
+            }
+            for _ in 0..1000 {
+                if super::wait_readable(&dev.socket, Duration::from_millis(10)) {
+                    break;
+                }
+            }
+            // Both datagrams are queued before the burst (loopback delivers within the send).
+        };
+        queue_two();
+        dev.rx_burst_from(&mut st, super::RX_BURST, false, true);
+        assert!(
+            super::wait_readable(&dev.socket, Duration::ZERO),
+            "the second datagram should be left for the next poll"
+        );
+        dev.rx_burst_from(&mut st, super::RX_BURST, false, true);
+        assert!(!super::wait_readable(&dev.socket, Duration::ZERO));
+        queue_two();
+        dev.rx_burst_from(&mut st, super::RX_BURST, false, false);
+        assert!(
+            !super::wait_readable(&dev.socket, Duration::ZERO),
+            "an undriven burst takes both"
+        );
+        assert!(super::ends_burst(8320, false));
+        assert!(!super::ends_burst(61_920, false));
+        assert!(!super::ends_burst(8320, true));
     }
 
     /// The other side of the rule: a receive held by a thread blocked in the kernel with
