@@ -2244,9 +2244,6 @@ impl SoftDevice {
     }
 }
 
-/// The pacer's burst: what the line rate sends in one timer scan of the progress thread (while
-/// packets arrive the pacer may be looked at only that often; otherwise the thread wakes at
-/// the pacer's next send time), and at least two packets.
 /// Whether a driven receive burst stops after a batch of `bytes` instead of asking the socket
 /// again. A GRO batch well short of a full GSO send is the end of what its sender flushed (a small
 /// message, an ACK, a CTS): the next `recvmsg` would almost always find the queue empty, and
@@ -2258,6 +2255,9 @@ fn ends_burst(bytes: usize, placing: bool) -> bool {
     bytes < SHORT_BATCH && !placing
 }
 
+/// The pacer's burst: what the line rate sends in one timer scan of the progress thread (while
+/// packets arrive the pacer may be looked at only that often; otherwise the thread wakes at
+/// the pacer's next send time), and at least two packets.
 fn dcqcn_burst_bytes(line_rate_mbps: u64) -> u32 {
     // Mb/s · ns / 8000 = bytes.
     (line_rate_mbps.saturating_mul(TIMER_SCAN_NS) / 8000)
@@ -2524,16 +2524,11 @@ mod test {
         let dev = soft(&d);
         let sender = std::net::UdpSocket::bind("127.0.9.252:0").unwrap();
         let mut st = dev.rx.lock().unwrap();
+        // Loopback delivers within the send: both datagrams are queued when it returns.
         let queue_two = || {
             for _ in 0..2 {
                 sender.send_to(&[0u8; 20], dev.local).unwrap();
             }
-            for _ in 0..1000 {
-                if super::wait_readable(&dev.socket, Duration::from_millis(10)) {
-                    break;
-                }
-            }
-            // Both datagrams are queued before the burst (loopback delivers within the send).
         };
         queue_two();
         dev.rx_burst_from(&mut st, super::RX_BURST, false, true);
