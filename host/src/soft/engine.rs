@@ -1,6 +1,6 @@
 //! The soft provider's device: UDP socket, QP table, progress thread, transmit and receive paths.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, IoSlice};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -859,10 +859,17 @@ impl SoftDevice {
                     .then(|| ack_hold.take(&mut ack_buf))
                     .flatten();
                 let buf: &mut [u8] = $buf;
-                let gathered = urgent_ack.is_none()
-                    && !spans.is_empty()
+                let gathered = !spans.is_empty()
                     && $batch.count > 1
-                    && self.send_gathered(qp, buf, $batch, spans, flow, remote);
+                    && self.send_gathered(
+                        qp,
+                        buf,
+                        $batch,
+                        spans,
+                        flow,
+                        remote,
+                        urgent_ack.map(|n| &mut ack_buf[..n + 4]),
+                    );
                 if !gathered {
                     tx_spans::materialize(buf, spans);
                     match urgent_ack {
@@ -964,9 +971,11 @@ impl SoftDevice {
 
     /// Seals and sends the packets of `batch` in `buf` whose payload `spans` hold in one
     /// region, in one GSO `sendmsg` gathering header bytes from `buf` and payload from the
-    /// region (module `tx_spans`). `false` when it did not send (spans in several regions, a
-    /// packet that cannot be sealed, a send error): the caller copies the payload in and sends
-    /// the usual way.
+    /// region (module `tx_spans`) — after `ack` (an urgent ACK, BTH + AETH + room for the
+    /// ICRC), if any, in the same `sendmmsg`. `false` when it did not send (spans in several
+    /// regions, an ACK to send with an impairment layer configured, a packet that cannot be
+    /// sealed, a send error): the caller copies the payload in and sends the usual way.
+    #[allow(clippy::too_many_arguments)]
     fn send_gathered(
         &self,
         qp: &QpShared,
@@ -975,10 +984,15 @@ impl SoftDevice {
         spans: &[Span],
         flow: &IcrcFlow,
         remote: SocketAddr,
+        ack: Option<&mut [u8]>,
     ) -> bool {
         let Some(mr) = tx_spans::single_region(spans) else {
             return false;
         };
+        if ack.is_some() && self.impairer().is_some() {
+            // The layer decides per packet: the usual path takes the ACK and the batch.
+            return false;
+        }
         if let Some(imp) = self.impairer() {
             if !lock_impairer(imp).passes(batch.count) {
                 return self.send_gathered_impaired(imp, mr, buf, batch, spans, flow, remote);
@@ -1002,14 +1016,27 @@ impl SoftDevice {
         }
         self.tx_sequence
             .fetch_add(batch.count as u64, Ordering::Relaxed);
-        let sent = tx_spans::with_iovecs(buf, 0..batch.used, spans, &region, |iov| {
-            udp_io::send_vectored(&self.socket, iov, batch.seg, remote)
+        let ack = match ack {
+            Some(a) => {
+                let mut one = TxBatch::new(1);
+                one.push(a.len());
+                if !self.seal_batch(qp, a, &one, flow, remote) {
+                    return false;
+                }
+                Some(&*a)
+            }
+            None => None,
+        };
+        let sent = tx_spans::with_iovecs(buf, 0..batch.used, spans, &region, |iov| match ack {
+            Some(a) => udp_io::send_after(&self.socket, a, iov, batch.seg, remote),
+            None => udp_io::send_vectored(&self.socket, iov, batch.seg, remote),
         });
         match sent {
             Ok(()) => {
-                self.counters
-                    .tx_packets
-                    .fetch_add(batch.count as u64, Ordering::Relaxed);
+                self.counters.tx_packets.fetch_add(
+                    batch.count as u64 + u64::from(ack.is_some()),
+                    Ordering::Relaxed,
+                );
                 true
             }
             Err(e) => {
@@ -1149,7 +1176,7 @@ impl SoftDevice {
             self.send_sealed(ack, &one, flow, remote);
             return;
         }
-        match udp_io::send_after(&self.socket, ack, buf, batch.seg, remote) {
+        match udp_io::send_after(&self.socket, ack, &[IoSlice::new(buf)], batch.seg, remote) {
             Ok(()) => {
                 self.counters
                     .tx_packets
@@ -2443,8 +2470,8 @@ fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: Duration) -> bool {
 #[cfg(test)]
 mod test {
     use crate::soft::test_pair::{connected, open, soft, End};
-    use crate::verbs::WcStatus;
-    use rdmesh_core::rc::{Mtu, RcCounters};
+    use crate::verbs::{RecvWr, SendWr, WcStatus, WrOpcode};
+    use rdmesh_core::rc::{Mtu, RcCounters, Sge};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
@@ -2547,6 +2574,56 @@ mod test {
         assert!(super::ends_burst(8320, false));
         assert!(!super::ends_burst(61_920, false));
         assert!(!super::ends_burst(8320, true));
+    }
+
+    /// An urgent ACK goes ahead of a batch of packets shorter than itself (zero-length SENDs:
+    /// BTH + ICRC, 16 bytes) as a datagram of its own: the one `UDP_SEGMENT` control message
+    /// of the `sendmmsg` would have cut the batch at the ACK's 20 bytes (the kernel segments by
+    /// the size it is given), and every packet of it arrived corrupt and was resent after a
+    /// timeout. B receives A's second SEND on the test's thread (the ACK is urgent and held:
+    /// no progress thread releases it), then SENDs two empty messages to A in one post.
+    #[test]
+    fn an_urgent_ack_does_not_cut_a_batch_of_shorter_packets() {
+        let (a, b) = (open(253), open(254));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 14);
+        let sge = |e: &End, len: u32| Sge {
+            addr: e.mr.addr(),
+            length: len,
+            lkey: e.mr.lkey(),
+        };
+        let recv = |e: &End, wr_id| RecvWr {
+            wr_id,
+            sg_list: vec![sge(e, 64)],
+        };
+        eb.qp.post_recv(&[recv(&eb, 5), recv(&eb, 6)]).unwrap();
+        ea.qp.post_recv(&[recv(&ea, 7), recv(&ea, 8)]).unwrap();
+        let send = |wr_id| {
+            ea.qp
+                .post_send(&[SendWr::new(wr_id, WrOpcode::Send, vec![sge(&ea, 8)])])
+                .unwrap();
+        };
+        // The first ACK of a QP leaves at once; the second SEND's is held.
+        send(1);
+        assert_eq!(eb.completion(Duration::from_secs(10)).wr_id, 5);
+        assert_eq!(ea.completion(Duration::from_secs(10)).wr_id, 1);
+        // B's receive is this thread's from here: no other thread runs B's timers, which would
+        // send the held ACK alone after 20 µs.
+        let db = soft(&b);
+        let mut st = db.rx.lock().unwrap();
+        send(2);
+        // Loopback delivers within the send.
+        db.rx_burst_from(&mut st, super::RX_BURST, false, true);
+        assert_eq!(eb.cq.poll_one().map(|wc| wc.wr_id), Some(6));
+        let empty = |wr_id| SendWr::new(wr_id, WrOpcode::Send, vec![]);
+        eb.qp.post_send(&[empty(3), empty(4)]).unwrap();
+        drop(st);
+        let mut got: Vec<u64> = (0..3)
+            .map(|_| ea.completion(Duration::from_secs(10)).wr_id)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, [2, 7, 8]);
+        let c = eb.qp.counters();
+        assert_eq!((c.timeouts, c.retransmitted_packets), (0, 0), "{c:?}");
     }
 
     /// The other side of the rule: a receive held by a thread blocked in the kernel with

@@ -291,26 +291,37 @@ fn send_gso(
     Ok(())
 }
 
-/// Sends the datagram `first` and then `buf` (as [`send`] does) to `dst` in one `sendmmsg`, so
-/// that a peer sharing this CPU is woken once for both: an ACK and the reply that follows it.
+/// Sends the datagram `first` and then the bytes of `batch` (as [`send_vectored`] does: one
+/// datagram, or `segment`-byte GSO segments) to `dst` in one `sendmmsg`, so that a peer sharing
+/// this CPU is woken once for both: an ACK and the reply that follows it.
 ///
-/// Errors: as `sendmmsg`; [`io::ErrorKind::WriteZero`] when the kernel took only `first`.
+/// Errors: as `sendmmsg`; [`io::ErrorKind::InvalidInput`] when `batch` is cut into segments
+/// shorter than `first` (the one control message applies to both: it would cut `first` too);
+/// [`io::ErrorKind::WriteZero`] when the kernel took only `first`.
 pub(crate) fn send_after(
     sock: &UdpSocket,
     first: &[u8],
-    buf: &[u8],
+    batch: &[IoSlice<'_>],
     segment: usize,
     dst: SocketAddr,
 ) -> io::Result<()> {
     use nix_cmsg::sys::socket::{sendmmsg, MultiHeaders};
+    let gso = batch.iter().map(|s| s.len()).sum::<usize>() > segment;
+    if gso && first.len() > segment {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a first datagram longer than the batch's segments",
+        ));
+    }
     let addr = SockaddrStorage::from(dst);
-    let seg = segment.max(first.len()) as u16;
-    let gso = buf.len() > segment;
+    // A datagram no longer than the segment size goes out whole (udp(7)): `first` is not cut.
+    let seg = segment as u16;
     let cmsg_gso = [ControlMessage::UdpGsoSegments(&seg)];
     let cmsgs: &[ControlMessage] = if gso { &cmsg_gso } else { &[] };
     let mut headers =
         MultiHeaders::<SockaddrStorage>::preallocate(2, gso.then(|| nix_cmsg::cmsg_space!(u16)));
-    let iovs = [[IoSlice::new(first)], [IoSlice::new(buf)]];
+    let head = [IoSlice::new(first)];
+    let iovs: [&[IoSlice<'_>]; 2] = [&head, batch];
     let addrs = [Some(addr), Some(addr)];
     let sent = sendmmsg(
         sock.as_raw_fd(),
@@ -405,6 +416,31 @@ mod test {
             assert_eq!(sizes, [4000, 4000, 2000], "gro={gro}");
             assert_eq!(got, data, "gro={gro}");
         }
+    }
+
+    /// An ACK and a GSO batch in one `sendmmsg` arrive as the ACK, whole, and the batch's
+    /// segments. An ACK longer than the segments of a batch that is cut is refused: the one
+    /// `UDP_SEGMENT` control message would cut it too (before, the segment size was raised
+    /// to the ACK's length, which cut the batch wrongly).
+    #[test]
+    fn an_ack_goes_whole_before_a_batch() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        let ack = [0x11u8; 20];
+        let data: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
+        let mut buf = [0u8; 512];
+        let mut recv_sizes =
+            |n| -> Vec<usize> { (0..n).map(|_| rx.recv(&mut buf).unwrap()).collect() };
+        send_after(&tx, &ack, &[IoSlice::new(&data)], 100, to).unwrap();
+        assert_eq!(recv_sizes(4), [20, 100, 100, 50]);
+        let e = send_after(&tx, &ack, &[IoSlice::new(&data[..32])], 16, to);
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        // A batch of one datagram takes no control message: both go whole.
+        send_after(&tx, &ack, &[IoSlice::new(&data[..16])], 16, to).unwrap();
+        assert_eq!(recv_sizes(2), [20, 16]);
     }
 
     #[test]
