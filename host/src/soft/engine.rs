@@ -941,8 +941,7 @@ impl SoftDevice {
         }
         if ack_hold.due(now.0) || (ack_hold.urgent() && (data_sent || release_urgent)) {
             if let Some(n) = ack_hold.take(&mut txbuf[..]) {
-                let mut one = TxBatch::new(1);
-                one.push(n + 4);
+                let one = TxBatch::single(n + 4);
                 self.send_batch(qp, &mut txbuf[..n + 4], &one, flow, remote);
             }
         }
@@ -989,11 +988,11 @@ impl SoftDevice {
         let Some(mr) = tx_spans::single_region(spans) else {
             return false;
         };
-        if ack.is_some() && self.impairer().is_some() {
-            // The layer decides per packet: the usual path takes the ACK and the batch.
-            return false;
-        }
         if let Some(imp) = self.impairer() {
+            if ack.is_some() {
+                // The layer decides per packet: the usual path takes the ACK and the batch.
+                return false;
+            }
             if !lock_impairer(imp).passes(batch.count) {
                 return self.send_gathered_impaired(imp, mr, buf, batch, spans, flow, remote);
             }
@@ -1018,9 +1017,7 @@ impl SoftDevice {
             .fetch_add(batch.count as u64, Ordering::Relaxed);
         let ack = match ack {
             Some(a) => {
-                let mut one = TxBatch::new(1);
-                one.push(a.len());
-                if !self.seal_batch(qp, a, &one, flow, remote) {
+                if !self.seal_batch(qp, a, &TxBatch::single(a.len()), flow, remote) {
                     return false;
                 }
                 Some(&*a)
@@ -1162,8 +1159,7 @@ impl SoftDevice {
         flow: &IcrcFlow,
         remote: SocketAddr,
     ) {
-        let mut one = TxBatch::new(1);
-        one.push(ack.len());
+        let one = TxBatch::single(ack.len());
         let impaired = self
             .impairer()
             .is_some_and(|imp| !lock_impairer(imp).passes(1 + batch.count));

@@ -76,6 +76,14 @@ impl TxBatch {
         }
     }
 
+    /// A batch of the one packet of `len` bytes at the start of its buffer (sent as a plain
+    /// datagram: no GSO).
+    pub(crate) fn single(len: usize) -> TxBatch {
+        let mut b = TxBatch::new(1);
+        b.push(len);
+        b
+    }
+
     /// Whether a packet of up to `max_len` bytes may be written at `used` and join the batch;
     /// `false`: send the batch first.
     pub(crate) fn has_room(&self, max_len: usize) -> bool {
