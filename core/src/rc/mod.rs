@@ -37,6 +37,7 @@ mod qp;
 mod recovery;
 mod requester;
 mod responder;
+mod segment_run;
 mod timer;
 mod wqe;
 

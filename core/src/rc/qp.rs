@@ -308,6 +308,65 @@ impl<const SQ: usize, const RQ: usize> RcQp<SQ, RQ> {
         }
     }
 
+    /// Continues the request packet that [`poll_transmit`](Self::poll_transmit) just wrote
+    /// into `buf[..len]` with up to `max` more full-MTU packets of the same RDMA WRITE, packet
+    /// `j` (1 ..= `max`) at `buf[j * stride..j * stride + len]` (bytes; `stride - len` bytes
+    /// between packets are left for the host's ICRC), and returns how many it wrote: what as
+    /// many more `poll_transmit` calls would have written there, byte for byte, with the same
+    /// state changes (window, PSN, AckReq cadence, counters, DCQCN pacing per packet). 0 when
+    /// the next packet is not such a packet (the message's last one, another message, a
+    /// resend), a response is waiting (responses go first), the QP is not in RTS, the window or
+    /// the pacer holds it back, or the template is not the previous packet of the message at
+    /// the cursor. A local buffer that cannot be read moves the QP to Error as in
+    /// `poll_transmit`, and the packets of this call are then not to be sent (returns 0).
+    #[inline]
+    pub fn poll_transmit_run<M: MemoryAccess + ?Sized>(
+        &mut self,
+        now: Instant,
+        mem: &mut M,
+        buf: &mut [u8],
+        len: usize,
+        stride: usize,
+        max: usize,
+    ) -> usize {
+        if self.state != QpState::Rts || self.resp.has_output() {
+            return 0;
+        }
+        let paced = self.cc.pacer().is_some();
+        let mut built = 0;
+        while built < max {
+            // With a pacer, one packet per call: each waits for the token bucket.
+            let ask = if paced { 1 } else { max - built };
+            if paced && !self.cc.allows(now, self.max_packet_len() as u32) {
+                break;
+            }
+            let at = built * stride;
+            let run = self.req.poll_transmit_run(
+                now,
+                mem,
+                &mut buf[at..],
+                len,
+                stride,
+                ask,
+                &mut self.counters,
+            );
+            match run {
+                Ok(0) => break,
+                Ok(n) => {
+                    for _ in 0..n {
+                        self.cc.on_sent(now, len, &mut self.counters);
+                    }
+                    built += n;
+                }
+                Err(Fatal) => {
+                    self.enter_error();
+                    return 0;
+                }
+            }
+        }
+        built
+    }
+
     /// Writes the pending CNP, if any, into `buf` and returns its length (28 bytes: BTH with
     /// opcode 0x81, BECN set, DestQP = the peer QP, P_Key of the QP, PSN 0, then 16 reserved
     /// zero bytes; no ICRC — the host appends it and sends the CNP like any RoCEv2 packet,

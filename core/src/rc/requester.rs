@@ -606,7 +606,7 @@ impl<const SQ: usize> Requester<SQ> {
     /// packets take their place while a hole is repaired) and fewer than [`SR_WINDOW`]
     /// outstanding (the scoreboards' and the responder's reach); a READ's whole reservation
     /// must fit both, unless nothing is outstanding.
-    fn window_allows(&self, entry: &SqEntry) -> bool {
+    pub(super) fn window_allows(&self, entry: &SqEntry) -> bool {
         let out = self.psn.distance_from(self.comp_psn);
         if !self.selective() {
             return out < self.max_inflight;

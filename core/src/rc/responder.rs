@@ -283,6 +283,11 @@ impl<const RQ: usize> Responder<RQ> {
         self.held_pkts = [None; SR_WINDOW as usize];
     }
 
+    /// Whether a response (ACK, NAK, READ response, atomic ACK) waits to be sent.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// `true` when the next response to send carries READ data (subject to pacing); ACKs,
     /// NAKs and atomic ACKs are not paced.
     pub(crate) fn next_is_paced(&self) -> bool {

@@ -925,6 +925,20 @@ impl SoftDevice {
                 tx_spans::shift(spans, at);
                 batch.restart(n + 4);
             }
+            // The full-MTU packets of the same WRITE that follow this one, built from it in
+            // one call (`RcQp::poll_transmit_run`), as many as the batch has room for.
+            let room = batch.room_for(n + 4);
+            if room > 0 {
+                let run = batch.used - (n + 4)..batch.used + room * (n + 4);
+                let built = if gather {
+                    let mut mem = SpanMemory::new(&qp.pd, txbuf, spans, last_mr);
+                    rc.poll_transmit_run(now, &mut mem, &mut txbuf[run], n, n + 4, room)
+                } else {
+                    let mem = &mut PdMemory(&qp.pd);
+                    rc.poll_transmit_run(now, mem, &mut txbuf[run], n, n + 4, room)
+                };
+                batch.push_run(built);
+            }
         }
         if batch.count > 0 {
             // A held ACK that is urgent or half-way to its deadline rides as the batch's last,

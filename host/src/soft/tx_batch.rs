@@ -118,6 +118,24 @@ impl TxBatch {
         Push::Added
     }
 
+    /// How many more packets of exactly the segment size `len` bytes may follow the last one
+    /// in the batch (0 when `len` is not its segment size, a shorter packet closed it, or it
+    /// is empty).
+    pub(crate) fn room_for(&self, len: usize) -> usize {
+        if self.count == 0 || self.closed || len != self.seg {
+            return 0;
+        }
+        (self.max_segments - self.count).min(MAX_GSO_BYTES.saturating_sub(self.used) / len)
+    }
+
+    /// Accounts for `n` packets of the segment size written after the last one (at most
+    /// [`room_for`](Self::room_for) of it).
+    pub(crate) fn push_run(&mut self, n: usize) {
+        debug_assert!(n <= self.room_for(self.seg));
+        self.count += n;
+        self.used += n * self.seg;
+    }
+
     /// Starts over with one packet of `len` bytes at the front.
     pub(crate) fn restart(&mut self, len: usize) {
         self.used = len;
@@ -314,6 +332,29 @@ mod test {
             t.packets().collect::<Vec<_>>(),
             [(0, 10), (10, 10), (20, 4)]
         );
+    }
+
+    #[test]
+    fn a_run_fills_the_batch_to_its_limits() {
+        let mut t = TxBatch::new(64);
+        assert_eq!(
+            t.room_for(4124),
+            0,
+            "an empty batch has no segment size yet"
+        );
+        t.push(4124);
+        // 15 segments of 4124 bytes fit 65507: 14 more.
+        assert_eq!(t.room_for(4124), 14);
+        assert_eq!(t.room_for(4000), 0, "only packets of the segment size");
+        t.push_run(14);
+        assert_eq!((t.count, t.used, t.room_for(4124)), (15, 15 * 4124, 0));
+        assert!(!t.has_room(4124));
+        // The segment count limits too; a shorter packet closes the batch.
+        let mut t = TxBatch::new(4);
+        t.push(100);
+        assert_eq!(t.room_for(100), 3);
+        t.push(50);
+        assert_eq!(t.room_for(100), 0);
     }
 
     #[test]

@@ -222,7 +222,15 @@ pub(crate) struct Pair {
     pub(crate) b_to_a: VecDeque<Vec<u8>>,
     /// ECN codepoint each delivered packet carries (0 = Not-ECT).
     pub(crate) ecn: u8,
+    /// [`transmit`](Pair::transmit) continues each packet with
+    /// [`RcQp::poll_transmit_run`] (up to [`RUN_MAX`] more), as the soft provider's flush does.
+    pub(crate) runs: bool,
+    /// Every packet put on the link, in bytes.
+    pub(crate) wire: Vec<(Dir, Vec<u8>)>,
 }
+
+/// Most packets one [`Pair::transmit`] adds with [`RcQp::poll_transmit_run`].
+pub(crate) const RUN_MAX: usize = 15;
 
 /// Send WQE helper.
 pub(crate) fn send_wqe(
@@ -304,27 +312,40 @@ impl Pair {
             a_to_b: VecDeque::new(),
             b_to_a: VecDeque::new(),
             ecn: 0,
+            runs: false,
+            wire: Vec::new(),
         }
     }
 
     /// Polls one packet from a side onto the link. Returns `false` when it had nothing.
+    /// With [`Pair::runs`], the packet is followed by the run of packets
+    /// [`RcQp::poll_transmit_run`] builds after it.
     pub(crate) fn transmit(&mut self, dir: Dir) -> bool {
-        let mut buf = [0u8; 4096 + 64];
+        const STRIDE: usize = 4096 + 64;
+        let mut buf = vec![0u8; STRIDE * (RUN_MAX + 1)];
         let (qp, mem, q) = match dir {
             Dir::AtoB => (&mut self.a, &mut self.mem_a, &mut self.a_to_b),
             Dir::BtoA => (&mut self.b, &mut self.mem_b, &mut self.b_to_a),
         };
         let cap = qp.max_packet_len();
-        match qp.poll_transmit(self.now, mem, &mut buf[..cap]) {
-            Some(n) => {
-                let (hdr, payload) = parse(&buf[..n]);
-                self.trace.push((dir, hdr, payload.len()));
-                self.times.push((self.now, n));
-                q.push_back(buf[..n].to_vec());
-                true
-            }
-            None => false,
+        let Some(n) = qp.poll_transmit(self.now, mem, &mut buf[..cap]) else {
+            return false;
+        };
+        let more = if self.runs {
+            // The ICRC's 4 bytes between packets, as in a GSO batch.
+            qp.poll_transmit_run(self.now, mem, &mut buf, n, n + 4, RUN_MAX)
+        } else {
+            0
+        };
+        for j in 0..=more {
+            let pkt = &buf[j * (n + 4)..j * (n + 4) + n];
+            let (hdr, payload) = parse(pkt);
+            self.trace.push((dir, hdr, payload.len()));
+            self.times.push((self.now, n));
+            self.wire.push((dir, pkt.to_vec()));
+            q.push_back(pkt.to_vec());
         }
+        true
     }
 
     /// Hands a raw packet to the receiving side.

@@ -158,6 +158,8 @@ struct Opts {
     max_inflight: u32,
     /// CE marks on some deliveries, CNPs forwarded, DCQCN pacing on both QPs.
     ecn: bool,
+    /// Each transmit continues with a run of WRITE packets (`RcQp::poll_transmit_run`).
+    runs: bool,
 }
 
 struct Sim {
@@ -176,6 +178,7 @@ impl Sim {
         let mut p = Pair::new_in(opts.recovery, mtu, psn_ab & 0xff_ffff, psn_ba & 0xff_ffff);
         p.a.set_max_inflight(opts.max_inflight);
         p.b.set_max_inflight(opts.max_inflight);
+        p.runs = opts.runs;
         if opts.ecn {
             let cfg = crate::cc::DcqcnConfig {
                 line_rate_mbps: 40_000,
@@ -548,8 +551,9 @@ proptest! {
         psn_ba in prop_oneof![any::<u32>(), Just(0xff_fff0u32)],
         max_inflight in prop_oneof![3 => Just(MAX_UNACKED_PSNS), 1 => 1u32..=130],
         ecn in proptest::bool::weighted(0.3),
+        runs in any::<bool>(),
     ) {
-        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, ecn)?;
+        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, ecn, runs)?;
     }
 
     #[test]
@@ -560,12 +564,14 @@ proptest! {
         psn_ab in any::<u32>(),
         psn_ba in prop_oneof![any::<u32>(), Just(0xff_fff0u32)],
         max_inflight in prop_oneof![3 => Just(MAX_UNACKED_PSNS), 1 => 1u32..=130],
+        runs in any::<bool>(),
     ) {
-        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, false)?;
+        both_modes(&msgs, &actions, mtu, psn_ab, psn_ba, max_inflight, false, runs)?;
     }
 }
 
 /// Runs the same messages and link behaviour once per recovery mode.
+#[allow(clippy::too_many_arguments)]
 fn both_modes(
     msgs: &[Msg],
     actions: &[Action],
@@ -574,12 +580,14 @@ fn both_modes(
     psn_ba: u32,
     max_inflight: u32,
     ecn: bool,
+    runs: bool,
 ) -> Result<(), TestCaseError> {
     for recovery in [Recovery::GoBackN, Recovery::Selective] {
         let opts = Opts {
             recovery,
             max_inflight,
             ecn,
+            runs,
         };
         let mut sim = Sim::new(msgs.to_vec(), mtu, psn_ab, psn_ba, opts);
         for a in actions.iter().copied() {
@@ -588,7 +596,7 @@ fn both_modes(
         sim.finish();
         sim.check().map_err(|e| {
             TestCaseError::fail(std::format!(
-                "{recovery:?}, in-flight cap {max_inflight}, ECN {ecn}: {e}"
+                "{recovery:?}, in-flight cap {max_inflight}, ECN {ecn}, runs {runs}: {e}"
             ))
         })?;
     }
@@ -642,5 +650,7 @@ fn atomics_then_an_empty_read_settle_after_timeouts() {
         Tx(false),
         d(false, 2, 0),
     ];
-    both_modes(&msgs, &actions, Mtu::Mtu256, 0, 0, 128, false).unwrap();
+    for runs in [false, true] {
+        both_modes(&msgs, &actions, Mtu::Mtu256, 0, 0, 128, false, runs).unwrap();
+    }
 }
