@@ -154,6 +154,8 @@ pub(crate) fn wc_opcode(op: SendOpcode) -> WcOpcode {
 pub(crate) struct Requester<const SQ: usize> {
     /// Posted, not yet completed WQEs in posting (= PSN) order.
     pub(crate) sq: Deque<SqEntry, SQ>,
+    /// READs and atomics in `sq` (a post scans `sq` for them only when there are some).
+    pub(crate) rd_atomics: u32,
     /// Completions not yet polled. `sq.len() + cq.len() <= SQ` always holds, so pushes never fail.
     pub(crate) cq: Deque<WorkCompletion, SQ>,
     /// RTS attributes.
@@ -275,6 +277,7 @@ impl<const SQ: usize> Requester<SQ> {
         };
         let mut r = Requester {
             sq: Deque::new(),
+            rd_atomics: 0,
             cq: Deque::new(),
             rts,
             local_qpn,
@@ -498,9 +501,10 @@ impl<const SQ: usize> Requester<SQ> {
                 wqe.opcode,
                 SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
             )
-            && !self.sq.iter().any(|e| {
-                e.is_rd_atomic() && overlaps(e.wqe.remote_addr, e.len, wqe.remote_addr, len)
-            });
+            && (self.rd_atomics == 0
+                || !self.sq.iter().any(|e| {
+                    e.is_rd_atomic() && overlaps(e.wqe.remote_addr, e.len, wqe.remote_addr, len)
+                }));
         let first_psn = self.tail_psn;
         let entry = SqEntry {
             wqe,
@@ -514,9 +518,15 @@ impl<const SQ: usize> Requester<SQ> {
             ssn: self.ssn_next,
         };
         let (consumes_recv, messages) = (entry.consumes_recv(), entry.wire_messages());
+        let rd_atomic = entry.is_rd_atomic();
         if self.sq.push_back(entry).is_err() {
             return Err(PostError::QueueFull);
         }
+        self.rd_atomics += u32::from(rd_atomic);
+        debug_assert_eq!(
+            self.rd_atomics as usize,
+            self.sq.iter().filter(|e| e.is_rd_atomic()).count()
+        );
         if consumes_recv {
             self.recv_seq_next = self.recv_seq_next.wrapping_add(1);
         }
@@ -527,6 +537,9 @@ impl<const SQ: usize> Requester<SQ> {
 
     /// READs and atomics queued before index `idx` (outstanding: sent or about to be).
     fn rd_atomic_before(&self, idx: usize) -> usize {
+        if self.rd_atomics == 0 {
+            return 0;
+        }
         self.sq
             .iter()
             .take(idx)
@@ -895,6 +908,7 @@ impl<const SQ: usize> Requester<SQ> {
     /// Removes the head WQE (completed), keeping the cursor on the same WQE.
     pub(crate) fn pop_head(&mut self) -> Option<SqEntry> {
         let e = self.sq.pop_front()?;
+        self.rd_atomics -= u32::from(e.is_rd_atomic());
         if self.cur_idx > 0 {
             self.cur_idx -= 1;
         } else {
@@ -928,6 +942,7 @@ impl<const SQ: usize> Requester<SQ> {
     pub(crate) fn complete_in_error(&mut self, failed: usize, status: WcStatus) {
         let mut i = 0;
         while let Some(e) = self.sq.pop_front() {
+            self.rd_atomics -= u32::from(e.is_rd_atomic());
             let wc = WorkCompletion {
                 wr_id: e.wqe.wr_id,
                 status: if i == failed {
