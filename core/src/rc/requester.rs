@@ -740,12 +740,7 @@ impl<const SQ: usize> Requester<SQ> {
             }
         };
         // Bookkeeping for the packet just built.
-        ctr.tx_packets += 1;
-        ctr.tx_payload_bytes += payload_len as u64;
-        if psn.before(self.psn_hi) {
-            ctr.retransmitted_packets += 1;
-        }
-        self.sent_at[(psn.value() % SR_WINDOW) as usize] = now;
+        self.count_sent(now, psn, payload_len, ctr);
         if resend.is_some() && !self.timer_marked.contains(psn) {
             ctr.fast_retransmits += 1;
         }
@@ -769,11 +764,7 @@ impl<const SQ: usize> Requester<SQ> {
                 self.sent_at[(q.value() % SR_WINDOW) as usize] = now;
             }
         } else {
-            self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
-            self.psn = psn.add(consumed);
-            if self.psn.after(self.psn_hi) {
-                self.psn_hi = self.psn;
-            }
+            self.advance_past(psn, consumed, ack_req);
             if k + consumed >= deque_get(&self.sq, idx).map_or(0, |e| e.npkts) {
                 self.cur_idx += 1;
                 self.cur_pkt = 0;
@@ -781,12 +772,44 @@ impl<const SQ: usize> Requester<SQ> {
                 self.cur_pkt += consumed;
             }
         }
+        self.arm_retrans_timer(now);
+        Ok(Some(n))
+    }
+
+    /// Counts packet `psn`, with `payload_len` bytes of payload, as sent at `now` (a resend when
+    /// it is before the highest PSN sent).
+    pub(super) fn count_sent(
+        &mut self,
+        now: super::Instant,
+        psn: Psn,
+        payload_len: usize,
+        ctr: &mut RcCounters,
+    ) {
+        ctr.tx_packets += 1;
+        ctr.tx_payload_bytes += payload_len as u64;
+        if psn.before(self.psn_hi) {
+            ctr.retransmitted_packets += 1;
+        }
+        self.sent_at[(psn.value() % SR_WINDOW) as usize] = now;
+    }
+
+    /// Moves the cursor's PSN past the new packet `psn`, which took `consumed` PSNs and asked
+    /// for an ACK or not (the AckReq cadence counts from the last that did).
+    pub(super) fn advance_past(&mut self, psn: Psn, consumed: u32, ack_req: bool) {
+        self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
+        self.psn = psn.add(consumed);
+        if self.psn.after(self.psn_hi) {
+            self.psn_hi = self.psn;
+        }
+    }
+
+    /// Starts the retransmit timer unless it runs (or no timeout is configured).
+    pub(super) fn arm_retrans_timer(&mut self, now: super::Instant) {
         if !self.retrans_timer.is_armed() {
             if let Some(t) = self.rto_ns() {
                 self.retrans_timer.arm(now.add_nanos(t));
             }
         }
-        Ok(Some(n))
     }
 
     /// Headers of packet `k` (PSN `psn`) of `entry`: (headers, payload offset in the message,

@@ -18,7 +18,6 @@
 use super::counters::RcCounters;
 use super::memory::{gather, MemoryAccess};
 use super::packet::deque_get;
-use super::recovery::SR_WINDOW;
 use super::requester::{Requester, MAX_PKTS_PER_ACK};
 use super::timer::Instant;
 use super::wqe::SendOpcode;
@@ -111,24 +110,13 @@ impl<const SQ: usize> Requester<SQ> {
                 return Err(Fatal);
             }
             // The bookkeeping of `poll_transmit` for a new packet that is not the last.
-            ctr.tx_packets += 1;
-            ctr.tx_payload_bytes += mtu as u64;
-            if psn.before(self.psn_hi) {
-                ctr.retransmitted_packets += 1;
-            }
-            self.sent_at[(psn.value() % SR_WINDOW) as usize] = now;
-            self.noack_pkts = if ack_req { 0 } else { self.noack_pkts + 1 };
-            self.psn = psn.add(1);
-            if self.psn.after(self.psn_hi) {
-                self.psn_hi = self.psn;
-            }
+            self.count_sent(now, psn, mtu, ctr);
+            self.advance_past(psn, 1, ack_req);
             self.cur_pkt += 1;
             built += 1;
         }
-        if built > 0 && !self.retrans_timer.is_armed() {
-            if let Some(t) = self.rto_ns() {
-                self.retrans_timer.arm(now.add_nanos(t));
-            }
+        if built > 0 {
+            self.arm_retrans_timer(now);
         }
         Ok(built)
     }
