@@ -20,7 +20,6 @@ use super::memory::{gather, MemoryAccess};
 use super::packet::deque_get;
 use super::requester::{Requester, MAX_PKTS_PER_ACK};
 use super::timer::Instant;
-use super::wqe::SendOpcode;
 use super::{Fatal, WcStatus};
 use crate::wire::{bth, reth, Opcode};
 
@@ -66,12 +65,8 @@ impl<const SQ: usize> Requester<SQ> {
         } else {
             (Opcode::RcRdmaWriteMiddle, bth::HEADER_LEN)
         };
-        let write = matches!(
-            entry.wqe.opcode,
-            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
-        );
         // The template: this message's packet just before the cursor, a full one of `opcode`.
-        let template_ok = write
+        let template_ok = entry.wqe.opcode.is_write()
             && self.cur_pkt >= 1
             && len == hl + mtu
             && buf.len() >= len
