@@ -37,6 +37,15 @@ that table.py can be exercised; those lines carry "dry_run": true.
 --rank-env NAME=VALUE (default $RDMESH_RANK_ENV) sets a variable per rank before NCCL starts,
 "%r" replaced by the local rank + 1: two ranks of one host need distinct rdmesh addresses, e.g.
 RDMESH_NICS=lo=127.0.93.%r/24 (run.sh's default).
+
+--share-gpu runs more ranks than the host has GPUs: rank r uses GPU r mod the GPU count and
+gets NCCL_HOSTID=rdmesh-bench-rank<r> (unless NCCL_HOSTID is set). NCCL refuses two ranks on
+one GPU only when their host hashes match too (init.cc: "Duplicate GPU detected" compares
+hostHash and busId), so with distinct host IDs the ranks see each other as two hosts and talk
+through the NET transport — the path under test — while their kernels share the GPU's SMs
+(with the CUDA MPS daemon running, concurrently; without it, by time slicing). A one-GPU
+machine then compares NCCL over rdmesh with NCCL over Socket in the same conditions; it is not
+the two-GPU measurement.
 """
 
 import argparse
@@ -293,7 +302,7 @@ def nccl_version(torch):
     return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
 
 
-def meta(label, torch=None, n=None):
+def meta(label, torch=None, n=None, share_gpu=False):
     m = {
         "type": "meta",
         "label": label,
@@ -306,11 +315,12 @@ def meta(label, torch=None, n=None):
             if k.startswith(("NCCL_", "RDMESH_")) and k != "NCCL_VERSION"
         },
         "commit": os.environ.get("RDMESH_COMMIT", "unknown"),
+        "share_gpu": share_gpu,
     }
     if torch is not None:
         m.update(
             gpu=torch.cuda.get_device_name(0),
-            gpus=n,
+            gpus=min(n, torch.cuda.device_count()) if share_gpu else n,
             nccl=nccl_version(torch),
             torch=torch.__version__,
             cuda=torch.version.cuda,
@@ -325,8 +335,12 @@ def run_torch(args):
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     rank_env(args.rank_env, local)
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
+    gpu = local
+    if args.share_gpu:
+        gpu = local % torch.cuda.device_count()
+        os.environ.setdefault("NCCL_HOSTID", f"rdmesh-bench-rank{local}")
+    torch.cuda.set_device(gpu)
+    dev = torch.device("cuda", gpu)
     dist.init_process_group("nccl", device_id=dev)
     n = dist.get_world_size()
     if rank == 0:
@@ -339,7 +353,7 @@ def run_torch(args):
     plan = sizes(args.min_bytes, args.max_bytes, args.factor)
     out = open(args.out, "w") if rank == 0 else None
     if out:
-        out.write(json.dumps(meta(args.label, torch, n)) + "\n")
+        out.write(json.dumps(meta(args.label, torch, n, args.share_gpu)) + "\n")
         out.flush()
     t_all = time.perf_counter()
     for op in args.ops:
@@ -395,7 +409,7 @@ def run_dry(args):
             )
     if args.out:
         with open(args.out, "w") as f:
-            m = meta(args.label)
+            m = meta(args.label, share_gpu=args.share_gpu)
             m.update(gpu="(dry run)", gpus=n, nccl="(dry run)", torch=None, dry_run=True)
             f.write(json.dumps(m) + "\n")
             for op in args.ops:
@@ -453,6 +467,11 @@ def parse(argv):
         "--rank-env",
         default=os.environ.get("RDMESH_RANK_ENV", ""),
         help='NAME=VALUE per rank, "%%r" -> local rank + 1 (default: $RDMESH_RANK_ENV)',
+    )
+    p.add_argument(
+        "--share-gpu",
+        action="store_true",
+        help="ranks share the GPUs (rank r on GPU r mod count), each with its own NCCL_HOSTID",
     )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--dry-run-ranks", type=int, default=2)

@@ -23,6 +23,10 @@
 # distinct rdmesh addresses (two processes that discover the same NIC address cannot reach each
 # other);
 # NPROC (default 2) ranks; RUN_TIMEOUT_S (default 900) per torchrun; TORCHRUN (default torchrun);
+# fewer GPUs than ranks (a one-GPU machine): the ranks share the GPUs (bench.py --share-gpu: one
+# NCCL_HOSTID per rank, so NCCL takes them for two hosts and connects them over the NET
+# transport), with the CUDA MPS daemon started for the run where nvidia-cuda-mps-control exists
+# (MPS=0: time slicing instead) and stopped at the end; the table says so;
 # RDMESH_COMMIT overrides the commit (default: git rev-parse of this checkout, else "unknown").
 set -euo pipefail
 
@@ -62,6 +66,24 @@ PY
 )"
 echo "run.sh: $info"
 echo "run.sh: commit $commit; plugin $so ($(sha256sum "$so" | cut -c1-16))"
+ngpu="$("$python" -c 'import torch; print(torch.cuda.device_count())')"
+share=()
+if [ "$ngpu" -lt "$nproc" ]; then
+    share=(--share-gpu)
+    if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+        export CUDA_MPS_PIPE_DIRECTORY="$out/mps" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        if nvidia-cuda-mps-control -d; then
+            trap 'echo quit | nvidia-cuda-mps-control' EXIT
+            mps="the CUDA MPS daemon running"
+        else
+            mps="time slicing (the MPS daemon did not start)"
+        fi
+    else
+        mps="time slicing (no MPS)"
+    fi
+    echo "run.sh: $nproc ranks on $ngpu GPU(s): the ranks share them (--share-gpu), $mps"
+fi
 
 # Preflight, before any GPU time: the plugin loads here with dlopen(RTLD_NOW | RTLD_LOCAL)
 # (NCCL's flags: a missing symbol or a too-old glibc shows now, not as an NCCL error), and, when
@@ -109,7 +131,7 @@ run() {
     fi
 }
 
-extra=("$@")
+extra=("$@" "${share[@]}")
 status=0
 run rdmesh "$out/rdmesh.log" "$out/rdmesh.jsonl" "${common[@]}" \
     NCCL_NET=rdmesh NCCL_NET_PLUGIN="$so" RDMESH_RANK_ENV="$RDMESH_RANK_ENV" || status=1

@@ -86,7 +86,12 @@ def table(rd_meta, rd, so_meta, so, commit=None, date=None):
         lines.append("> **Dry run: modelled numbers, not measurements.**")
         lines.append("")
     lines.append(f"- Date: {date}")
-    lines.append(f"- GPU: {gpus} × {gpu}, {nranks} ranks on one host (torchrun)")
+    shared = (
+        ", the ranks sharing the GPU (bench.py --share-gpu: one NCCL_HOSTID per rank)"
+        if m.get("share_gpu")
+        else ""
+    )
+    lines.append(f"- GPU: {gpus} × {gpu}, {nranks} ranks on one host (torchrun){shared}")
     lines.append(
         f"- NCCL {m.get('nccl') or 'unknown'} (PyTorch {m.get('torch') or 'unknown'}, "
         f"CUDA {m.get('cuda') or 'unknown'})"

@@ -289,7 +289,7 @@ fn fake_torch(dir: &Path) -> (PathBuf, PathBuf) {
          class version:\n    cuda = '0'\n\
          class _nccl:\n    @staticmethod\n    def version(): return (2, 28, 9)\n\
          class cuda:\n    nccl = _nccl\n\
-         \x20   @staticmethod\n    def device_count(): return 2\n\
+         \x20   @staticmethod\n    def device_count():\n        import os\n        return int(os.environ.get('FAKE_GPUS', '2'))\n\
          \x20   @staticmethod\n    def get_device_name(i): return 'stand-in GPU'\n",
     )
     .unwrap();
@@ -330,7 +330,7 @@ fn run_sh_flow_with_a_stand_in_torchrun() {
     ok(&run_bounded(cc, Duration::from_secs(120)), "cc faulty.c");
     let not_lib = dir.join("not-a-library.so");
     std::fs::write(&not_lib, b"not a library").unwrap();
-    let run_with = |lib: &Path, out: &str, uses_net: bool| {
+    let run_gpus = |lib: &Path, out: &str, uses_net: bool, gpus: &str| {
         let mut cmd = Command::new("bash");
         cmd.arg(script("run.sh"))
             .arg(lib)
@@ -340,9 +340,12 @@ fn run_sh_flow_with_a_stand_in_torchrun() {
             .env("RDMESH_COMMIT", "testcommit")
             .env("FAKE_NCCL_USES_NET", if uses_net { "1" } else { "0" })
             .env("SKIP_HARNESS", "1")
+            .env("FAKE_GPUS", gpus)
+            .env("MPS", "0")
             .env_remove("RDMESH_RANK_ENV");
         run_bounded(cmd, Duration::from_secs(300))
     };
+    let run_with = |lib: &Path, out: &str, uses_net: bool| run_gpus(lib, out, uses_net, "2");
     let run = |out: &str, uses_net: bool| run_with(&so, out, uses_net);
     let o = run("good", true);
     let s = ok(&o, "run.sh");
@@ -369,6 +372,17 @@ fn run_sh_flow_with_a_stand_in_torchrun() {
             .count(),
         3 * 14
     );
+    assert!(!s.contains("share-gpu"), "{s}");
+    assert!(!table.contains("sharing the GPU"), "{table}");
+    // one GPU for two ranks: run.sh has bench.py share it, and the table says so
+    let o = run_gpus(&so, "onegpu", true, "1");
+    let s = ok(&o, "run.sh on one GPU");
+    assert!(
+        s.contains("2 ranks on 1 GPU(s): the ranks share them (--share-gpu), time slicing"),
+        "{s}"
+    );
+    let table = std::fs::read_to_string(dir.join("onegpu/table.md")).unwrap();
+    assert!(table.contains("the ranks sharing the GPU"), "{table}");
     // NCCL falling back silently (no "via NET/rdmesh"): run.sh must fail and say so
     let o = run("bad", false);
     assert!(
