@@ -66,15 +66,18 @@ PY
 )"
 echo "run.sh: $info"
 echo "run.sh: commit $commit; plugin $so ($(sha256sum "$so" | cut -c1-16))"
-ngpu="$("$python" -c 'import torch; print(torch.cuda.device_count())')"
+# the GPU count, from the query above ("GPU: N x ...")
+ngpu="${info#GPU: }"
+ngpu="${ngpu%% x *}"
 share=()
 if [ "$ngpu" -lt "$nproc" ]; then
     share=(--share-gpu)
     if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
-        export CUDA_MPS_PIPE_DIRECTORY="$out/mps" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
-        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        # the daemon's control sockets stay out of OUTDIR; its log goes there
+        export CUDA_MPS_PIPE_DIRECTORY="$(mktemp -d)" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+        mkdir -p "$CUDA_MPS_LOG_DIRECTORY"
         if nvidia-cuda-mps-control -d; then
-            trap 'echo quit | nvidia-cuda-mps-control' EXIT
+            trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$CUDA_MPS_PIPE_DIRECTORY"' EXIT
             mps="the CUDA MPS daemon running"
         else
             mps="time slicing (the MPS daemon did not start)"
