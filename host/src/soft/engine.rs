@@ -380,8 +380,10 @@ struct QpCore {
     lazy_send_acks: bool,
     /// Payload of the packets in `txbuf` that stays in its region until the send.
     spans: Vec<Span>,
-    /// The region the last span was read from (`PdMemory::resolve_cached`).
+    /// The region the last span or local read named (`PdMemory::cached`).
     last_mr: LastMr,
+    /// The region the last received request named (`rx_place::PlacedMemory`).
+    last_rx_mr: LastMr,
 }
 
 impl QpShared {
@@ -601,6 +603,7 @@ impl SoftDevice {
                     txbuf: Vec::new(),
                     spans: Vec::new(),
                     last_mr: LastMr::default(),
+                    last_rx_mr: LastMr::default(),
                     ack_hold: AckHold::default(),
                     last_req_opcode: 0,
                     last_req_solicited: false,
@@ -899,7 +902,7 @@ impl SoftDevice {
             } else {
                 rc.poll_transmit(
                     now,
-                    &mut PdMemory(&qp.pd),
+                    &mut PdMemory::cached(&qp.pd, last_mr),
                     &mut txbuf[at..at + MAX_PACKET - 4],
                 )
             };
@@ -934,7 +937,7 @@ impl SoftDevice {
                     let mut mem = SpanMemory::new(&qp.pd, txbuf, spans, last_mr);
                     rc.poll_transmit_run(now, &mut mem, &mut txbuf[run], n, n + 4, room)
                 } else {
-                    let mem = &mut PdMemory(&qp.pd);
+                    let mem = &mut PdMemory::cached(&qp.pd, last_mr);
                     rc.poll_transmit_run(now, mem, &mut txbuf[run], n, n + 4, room)
                 };
                 batch.push_run(built);
@@ -1618,7 +1621,7 @@ impl SoftDevice {
         if total == 0 {
             return Placement::NotApplicable;
         }
-        let Ok((mr, mr_off)) = PdMemory(&qp.pd).resolve(
+        let Ok((mr, mr_off)) = PdMemory::new(&qp.pd).resolve(
             cursor.rkey,
             cursor.va,
             total as u64,
@@ -2176,7 +2179,11 @@ impl SoftDevice {
             if is_cnp {
                 rc.handle_cnp(now);
             } else {
-                let mut mem = PlacedMemory { pd: &qp.pd, placed };
+                let mut mem = PlacedMemory {
+                    pd: &qp.pd,
+                    placed,
+                    last_mr: &mut core.last_rx_mr,
+                };
                 rc.handle_packet_ecn(now, &hdr, parsed.payload, ecn, &mut mem);
             }
         }

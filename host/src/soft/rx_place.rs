@@ -44,7 +44,7 @@ use rdmesh_core::wire::ib_packet::ICRC_LEN;
 use rdmesh_core::wire::{bth, BthRepr, Opcode};
 
 use crate::verbs::mr::MrInner;
-use crate::verbs::pd::{PdInner, PdMemory};
+use crate::verbs::pd::{LastMr, PdInner, PdMemory};
 
 /// BTH bytes: the header of a WRITE MIDDLE or LAST without immediate.
 const HEADER: usize = bth::HEADER_LEN;
@@ -185,6 +185,8 @@ pub(crate) struct Placed {
 pub(crate) struct PlacedMemory<'a> {
     pub(crate) pd: &'a PdInner,
     pub(crate) placed: Option<&'a Placed>,
+    /// The region the QP's last received request named ([`PdMemory::cached`]).
+    pub(crate) last_mr: &'a mut LastMr,
 }
 
 impl MemoryAccess for PlacedMemory<'_> {
@@ -195,30 +197,30 @@ impl MemoryAccess for PlacedMemory<'_> {
         out: &mut [u8],
         kind: AccessKind,
     ) -> Result<(), MemError> {
-        PdMemory(self.pd).read(key, va, out, kind)
+        PdMemory::cached(self.pd, self.last_mr).read(key, va, out, kind)
     }
 
     fn write(&mut self, key: u32, va: u64, data: &[u8], kind: AccessKind) -> Result<(), MemError> {
         let Some(p) = self.placed else {
-            return PdMemory(self.pd).write(key, va, data, kind);
+            return PdMemory::cached(self.pd, self.last_mr).write(key, va, data, kind);
         };
         if (key, va, data.len()) == (p.rkey, p.va, p.len) {
-            return PdMemory(self.pd).check(key, va, data.len() as u64, kind);
+            return PdMemory::cached(self.pd, self.last_mr).check(key, va, data.len() as u64, kind);
         }
         let real =
             p.mr.lock()
                 .range(p.offset, p.len.min(data.len()))
                 .ok_or(MemError::InvalidKey)?
                 .to_vec();
-        PdMemory(self.pd).write(key, va, &real, kind)
+        PdMemory::cached(self.pd, self.last_mr).write(key, va, &real, kind)
     }
 
     fn check(&mut self, key: u32, va: u64, len: u64, kind: AccessKind) -> Result<(), MemError> {
-        PdMemory(self.pd).check(key, va, len, kind)
+        PdMemory::cached(self.pd, self.last_mr).check(key, va, len, kind)
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
-        PdMemory(self.pd).atomic(rkey, va, op)
+        PdMemory::new(self.pd).atomic(rkey, va, op)
     }
 }
 

@@ -81,10 +81,10 @@ impl MemoryAccess for SpanMemory<'_> {
         let at = (out.as_ptr() as usize).wrapping_sub(self.base);
         let payload = matches!(kind, AccessKind::LocalRead | AccessKind::RemoteRead);
         if !payload || out.len() < MIN_SPAN || at + out.len() > self.len {
-            return PdMemory(self.pd).read(key, va, out, kind);
+            return PdMemory::cached(self.pd, self.last_mr).read(key, va, out, kind);
         }
         let (mr, offset) =
-            PdMemory(self.pd).resolve_cached(self.last_mr, key, va, out.len() as u64, kind)?;
+            PdMemory::cached(self.pd, self.last_mr).resolve(key, va, out.len() as u64, kind)?;
         self.spans.push(Span {
             at,
             len: out.len(),
@@ -95,15 +95,15 @@ impl MemoryAccess for SpanMemory<'_> {
     }
 
     fn write(&mut self, key: u32, va: u64, data: &[u8], kind: AccessKind) -> Result<(), MemError> {
-        PdMemory(self.pd).write(key, va, data, kind)
+        PdMemory::cached(self.pd, self.last_mr).write(key, va, data, kind)
     }
 
     fn check(&mut self, key: u32, va: u64, len: u64, kind: AccessKind) -> Result<(), MemError> {
-        PdMemory(self.pd).check(key, va, len, kind)
+        PdMemory::cached(self.pd, self.last_mr).check(key, va, len, kind)
     }
 
     fn atomic(&mut self, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
-        PdMemory(self.pd).atomic(rkey, va, op)
+        PdMemory::new(self.pd).atomic(rkey, va, op)
     }
 }
 

@@ -34,7 +34,7 @@ impl PdInner {
     }
 }
 
-/// The region the last [`PdMemory::resolve_cached`] through it found, valid while its PD's
+/// The region the last access of a [`PdMemory::cached`] through it found, valid while its PD's
 /// generation stands (as the receive path's last QP, `soft::qp_table`): a stream's packets
 /// read one region, and a hit costs one atomic load instead of the table's `RwLock` (two
 /// locked read-modify-writes) and a hash probe. A region deregistered, or its key
@@ -223,16 +223,35 @@ fn insert(
     }
 }
 
-/// The soft provider's view of a PD's registered memory, handed to core's RC state machines.
-pub(crate) struct PdMemory<'a>(pub(crate) &'a PdInner);
+/// The soft provider's view of a PD's registered memory, handed to core's RC state machines:
+/// each access finds its region in the PD's table, or through the caller's [`LastMr`] when it
+/// has one ([`PdMemory::cached`]: a QP's packets name the same few regions, and a hit skips the
+/// table's `RwLock` and hash probe).
+pub(crate) struct PdMemory<'a> {
+    pd: &'a PdInner,
+    cache: Option<&'a mut LastMr>,
+}
 
-impl PdMemory<'_> {
+impl<'a> PdMemory<'a> {
+    /// Accesses through the PD's table.
+    pub(crate) fn new(pd: &'a PdInner) -> PdMemory<'a> {
+        PdMemory { pd, cache: None }
+    }
+
+    /// Accesses through `cache` first (the same checks, errors and results).
+    pub(crate) fn cached(pd: &'a PdInner, cache: &'a mut LastMr) -> PdMemory<'a> {
+        PdMemory {
+            pd,
+            cache: Some(cache),
+        }
+    }
+
     /// The region `key` names and the offset of `va` in it, when `[va, va + len)` lies inside
     /// it and it grants `kind`.
     ///
     /// Errors: [`MemError::InvalidKey`], [`MemError::AccessDenied`], [`MemError::OutOfBounds`].
     pub(crate) fn resolve(
-        &self,
+        &mut self,
         key: u32,
         va: u64,
         len: u64,
@@ -246,40 +265,32 @@ impl PdMemory<'_> {
     /// done inside `f` takes no reference on the region (two atomic read-modify-writes fewer
     /// per packet than `resolve`). `f` must not register or deregister a region of this PD.
     fn with_region<R>(
-        &self,
+        &mut self,
         key: u32,
         va: u64,
         len: u64,
         kind: AccessKind,
         f: impl FnOnce(&Arc<MrInner>, usize) -> core::result::Result<R, MemError>,
     ) -> core::result::Result<R, MemError> {
-        let mrs = self.0.mrs.read().unwrap_or_else(|p| p.into_inner());
-        let mr = mrs.get(&key).ok_or(MemError::InvalidKey)?;
-        f(mr, offset_in(mr, va, len, kind)?)
-    }
-
-    /// [`resolve`](Self::resolve) through `cache`, the caller's last region: the PD's table is
-    /// read only when the key or the PD's generation differs from the cached one's. The same
-    /// checks, errors and result as `resolve`.
-    pub(crate) fn resolve_cached(
-        &self,
-        cache: &mut LastMr,
-        key: u32,
-        va: u64,
-        len: u64,
-        kind: AccessKind,
-    ) -> core::result::Result<(Arc<MrInner>, usize), MemError> {
-        // Acquire: pairs with the Release of a change, so a generation seen unchanged means
-        // the table held this region for `key` when it was read.
-        let generation = self.0.generation.load(Ordering::Acquire);
-        if let Some((k, g, mr)) = &cache.last {
-            if *k == key && *g == generation {
-                return Ok((mr.clone(), offset_in(mr, va, len, kind)?));
+        // Acquire, before the table is read: pairs with the Release of a change (see
+        // `LastMr`), so a region cached now is dropped by the next change.
+        let generation = self
+            .cache
+            .as_ref()
+            .map(|_| self.pd.generation.load(Ordering::Acquire));
+        if let (Some(cache), Some(generation)) = (self.cache.as_deref(), generation) {
+            if let Some((k, g, mr)) = &cache.last {
+                if *k == key && *g == generation {
+                    return f(mr, offset_in(mr, va, len, kind)?);
+                }
             }
         }
-        let (mr, off) = self.resolve(key, va, len, kind)?;
-        cache.last = Some((key, generation, mr.clone()));
-        Ok((mr, off))
+        let mrs = self.pd.mrs.read().unwrap_or_else(|p| p.into_inner());
+        let mr = mrs.get(&key).ok_or(MemError::InvalidKey)?;
+        if let (Some(cache), Some(generation)) = (self.cache.as_deref_mut(), generation) {
+            cache.last = Some((key, generation, mr.clone()));
+        }
+        f(mr, offset_in(mr, va, len, kind)?)
     }
 }
 
@@ -387,7 +398,6 @@ mod test {
     #[test]
     fn last_mr_is_never_stale_and_checks_every_access() {
         let pd = Arc::new(PdInner::default());
-        let mem = PdMemory(&pd);
         let mut c = LastMr::default();
         let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
         let mr_a = reg(&pd, 0x1000, 4096, rw);
@@ -398,56 +408,95 @@ mod test {
             r.map(|(mr, off)| (mr.rkey, off))
         };
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0x1010, 16, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0x1010, 16, read)),
             Ok((a, 0x10))
         );
         // Cached: the checks still run on the cached region.
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0x1ff0, 16, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0x1ff0, 16, read)),
             Ok((a, 0xff0))
         );
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0x1ff1, 16, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0x1ff1, 16, read)),
             Err(MemError::OutOfBounds)
         );
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0xff0, 16, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0xff0, 16, read)),
             Err(MemError::OutOfBounds)
         );
         // Another key is not the cached region.
         assert_eq!(
-            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(b, 0x9000, 8, read)),
             Ok((b, 0))
         );
         assert_eq!(
-            at(mem.resolve_cached(&mut c, b, 0x9000, 8, AccessKind::RemoteRead)),
+            at(PdMemory::cached(&pd, &mut c).resolve(b, 0x9000, 8, AccessKind::RemoteRead)),
             Err(MemError::AccessDenied)
         );
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0x1000, 8, AccessKind::RemoteWrite)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0x1000, 8, AccessKind::RemoteWrite)),
             Ok((a, 0))
         );
         // Deregistered while cached: the cache must not keep resolving it.
         drop(mr_a);
         assert_eq!(
-            at(mem.resolve_cached(&mut c, a, 0x1000, 8, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(a, 0x1000, 8, read)),
             Err(MemError::InvalidKey)
         );
         // A cached region, then another registration and its deregistration: still right.
         assert_eq!(
-            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(b, 0x9000, 8, read)),
             Ok((b, 0))
         );
         let mr_d = reg(&pd, 0x20000, 64, rw);
         drop(mr_b);
         assert_eq!(
-            at(mem.resolve_cached(&mut c, b, 0x9000, 8, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(b, 0x9000, 8, read)),
             Err(MemError::InvalidKey)
         );
         let d = mr_d.rkey();
         assert_eq!(
-            at(mem.resolve_cached(&mut c, d, 0x20000, 64, read)),
+            at(PdMemory::cached(&pd, &mut c).resolve(d, 0x20000, 64, read)),
             Ok((d, 0))
+        );
+    }
+
+    /// Reads and writes through a cache reach the region's bytes, check access on every call
+    /// and stop at once when the region is deregistered.
+    #[test]
+    fn cached_reads_and_writes_follow_the_table() {
+        let pd = Arc::new(PdInner::default());
+        let mut c = LastMr::default();
+        let mr = reg(
+            &pd,
+            0x4000,
+            64,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        );
+        let key = mr.rkey();
+        let mut mem = PdMemory::cached(&pd, &mut c);
+        assert_eq!(
+            mem.write(key, 0x4008, b"rdmesh!!", AccessKind::RemoteWrite),
+            Ok(())
+        );
+        let mut out = [0u8; 8];
+        assert_eq!(
+            mem.read(key, 0x4008, &mut out, AccessKind::LocalRead),
+            Ok(())
+        );
+        assert_eq!(&out, b"rdmesh!!");
+        assert_eq!(
+            mem.read(key, 0x4008, &mut out, AccessKind::RemoteRead),
+            Err(MemError::AccessDenied)
+        );
+        assert_eq!(
+            mem.write(key, 0x403c, b"12345678", AccessKind::RemoteWrite),
+            Err(MemError::OutOfBounds)
+        );
+        drop(mr);
+        assert_eq!(
+            mem.write(key, 0x4008, b"rdmesh!!", AccessKind::RemoteWrite),
+            Err(MemError::InvalidKey)
         );
     }
 }
