@@ -2,7 +2,8 @@
 # User-space instructions per message of the pinned 8-byte ping-pong, and per 4 KiB packet of a
 # 1 MiB WRITE stream, counted with valgrind's callgrind (docs/benchmarks.md, issue 12). On one
 # CPU a ping-pong's half round trip is the CPU work of one message (kernel and user space), and
-# this VM's clocks are bimodal; an instruction count is not. Each case runs twice with
+# the development VM times the same program in one of two modes; an instruction count does not
+# depend on the mode. Each case runs twice with
 # different lengths and reports the difference divided by the messages (or packets) between
 # them, so start-up and teardown cancel out, then the functions with the most instructions of
 # their own per message.
@@ -62,4 +63,5 @@ PY
 
 per write-lat 8000 2000 6000 bench write --loopback --lat -s 8 --cpus 0
 per send-lat 8000 2000 6000 bench send --loopback --lat -s 8 --cpus 0
+# 200 messages of 1 MiB between the runs, 256 packets each at loopback's path MTU of 4096.
 per write-1M-per-packet 51200 100 300 bench write --loopback -s 1M
