@@ -1,10 +1,11 @@
-//! The progress thread's scheduling policy: `SCHED_BATCH` while an application thread drives
-//! the device, `SCHED_OTHER` while the progress thread receives itself.
+//! The progress thread's scheduling policy — `SCHED_BATCH` while an application thread drives
+//! the device, `SCHED_OTHER` while the progress thread receives itself — and the timer slack
+//! of its sleeps.
 //!
 //! While an application thread drives a device (polls its CQ, waits on it, polls memory), that
 //! thread receives and runs the QP timers after each receive; the progress thread wakes to see
-//! whether it still drives (every 500 µs), for an ACK held too long, and at each QP deadline
-//! in case the driver is away — under loss the READ reorder window and re-READ timer move every
+//! whether it still drives (every 500 µs), for an ACK held too long while the driver is away
+//! (`engine::app_driven_wake`), and at each QP deadline in case the driver is away — under loss the READ reorder window and re-READ timer move every
 //! few tens of µs: 5 700–7 100 wakes a second in a READ stream at 1 % loss. Under `SCHED_OTHER`
 //! each wake preempts whatever runs on the CPU it lands on — on a machine whose CPUs are all
 //! busy, the very threads doing the work. On the 2-core VM that was a fifth of a loopback
@@ -21,6 +22,16 @@
 //! passive responder) and goes back to `SCHED_OTHER`, so a packet's wake-up preempts as any
 //! receiver's would. Both changes keep the thread's nice value, and neither needs a privilege
 //! (sched(7): an unprivileged thread may switch between `SCHED_OTHER` and `SCHED_BATCH`).
+//!
+//! **Timer slack.** Most of those wakes only check whether the application still drives (every
+//! 500 µs, nothing due earlier). In a VM each is a timer interrupt of its own — an exit to the
+//! hypervisor and an injected interrupt on the CPU the driving thread runs on: in a pinned
+//! 8-byte ping-pong on the development VM they were ~300 in 20 000 round trips, and the trips
+//! they landed in took 10-30 µs longer, which made the 99th percentile. Such a sleep runs with
+//! a timer slack of [`CHECK_SLACK_NS`] (`PR_SET_TIMERSLACK`, prctl(2)): the kernel may end it
+//! with the next interrupt that comes anyway (the scheduler tick, a packet) within that slack.
+//! Every other sleep — a QP deadline, a held ACK, receiving as the only receiver — keeps the
+//! thread's default slack (50 µs unless its parent set another).
 //!
 //! Only where the process has at most [`BATCH_MAX_CPUS`] CPUs ([`few_cpus`]): there the
 //! threads doing the work fill every CPU. With CPUs to spare a wake lands on an idle one and
@@ -44,7 +55,12 @@ pub(crate) fn few_cpus() -> bool {
     std::thread::available_parallelism().is_ok_and(|n| n.get() <= BATCH_MAX_CPUS)
 }
 
-/// The policy of the calling thread as this module set it, switched only on a change.
+/// The timer slack of a progress thread's sleep that only checks whether an application still
+/// drives its device, ns: the check comes at most this much later than the 500 µs asked for.
+pub(crate) const CHECK_SLACK_NS: u64 = 500_000;
+
+/// The policy and timer slack of the calling thread as this module set them, each switched
+/// only on a change.
 #[derive(Debug, Default)]
 pub(crate) struct ProgressPolicy {
     /// `SCHED_BATCH` now (else `SCHED_OTHER`, the policy threads start with).
@@ -52,6 +68,10 @@ pub(crate) struct ProgressPolicy {
     /// A change failed (a seccomp filter, a kernel without `SCHED_BATCH`): the thread stays as
     /// it is and no further change is tried.
     failed: bool,
+    /// The timer slack is [`CHECK_SLACK_NS`] now (else the thread's default).
+    slack: bool,
+    /// A slack change failed: no further change is tried.
+    slack_failed: bool,
 }
 
 impl ProgressPolicy {
@@ -72,6 +92,27 @@ impl ProgressPolicy {
             Err(e) => {
                 self.failed = true;
                 tracing::debug!(batch, error = %e, "progress thread: scheduling policy unchanged");
+            }
+        }
+    }
+
+    /// A timer slack of [`CHECK_SLACK_NS`] for the calling thread's sleeps when `slack`, else
+    /// its default slack (`PR_SET_TIMERSLACK` with 0 restores it). A failure is logged once
+    /// (`tracing` debug) and leaves the slack as it was.
+    pub(crate) fn set_slack(&mut self, slack: bool) {
+        if slack == self.slack || self.slack_failed {
+            return;
+        }
+        let value = if slack {
+            std::num::NonZeroU64::new(CHECK_SLACK_NS)
+        } else {
+            None
+        };
+        match rustix::thread::set_current_timer_slack(value) {
+            Ok(()) => self.slack = slack,
+            Err(e) => {
+                self.slack_failed = true;
+                tracing::debug!(slack, error = %e, "progress thread: timer slack unchanged");
             }
         }
     }
@@ -135,6 +176,26 @@ mod test {
             assert_eq!(kernel_view(), (3, nice1));
             p.set(false);
             assert_eq!(kernel_view(), (0, nice1));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The slack of a check-only sleep, then the thread's default again, as the kernel
+    /// reports them (`PR_GET_TIMERSLACK`).
+    #[test]
+    fn switches_the_timer_slack_and_restores_the_default() {
+        std::thread::spawn(|| {
+            let default = rustix::thread::current_timer_slack().unwrap();
+            assert_ne!(default, super::CHECK_SLACK_NS);
+            let mut p = ProgressPolicy::default();
+            p.set_slack(true);
+            assert_eq!(
+                rustix::thread::current_timer_slack().unwrap(),
+                super::CHECK_SLACK_NS
+            );
+            p.set_slack(false);
+            assert_eq!(rustix::thread::current_timer_slack().unwrap(), default);
         })
         .join()
         .unwrap();
