@@ -16,14 +16,22 @@ fn bench(args: &[&str]) -> String {
 
 /// The ratio on the line that starts with `what` after the size.
 fn ratio(out: &str, what: &str) -> f64 {
+    ratio_after(out, what, what)
+}
+
+/// The first ratio after `label` on the line that contains `what`.
+fn ratio_after(out: &str, what: &str, label: &str) -> f64 {
     let line = out
         .lines()
         .find(|l| l.contains(what))
         .unwrap_or_else(|| panic!("no {what:?} line in\n{out}"));
-    let r: f64 = line
+    let (_, rest) = line
+        .split_once(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {line:?}"));
+    let r: f64 = rest
         .split_whitespace()
         .find_map(|w| w.strip_suffix('x').and_then(|n| n.parse().ok()))
-        .unwrap_or_else(|| panic!("no ratio in {line:?}"));
+        .unwrap_or_else(|| panic!("no ratio after {label:?} in {line:?}"));
     assert!(r.is_finite() && r > 0.0, "{line}");
     r
 }
@@ -56,6 +64,9 @@ fn tcp_and_udp_references_print_ratios() {
     ]);
     assert!(out.contains("UDP ping-pong between two processes"), "{out}");
     ratio(&out, "rdmesh/UDP median latency");
+    // The tail's ratios too: the mean and the 99th percentile.
+    ratio_after(&out, "rdmesh/UDP median latency", ", mean ");
+    ratio_after(&out, "rdmesh/UDP median latency", "99% percentile ");
     let out = bench(&[
         "send",
         "--loopback",
