@@ -2485,7 +2485,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
 /// them for held ACKs and 367 the 10 µs retries after a round that found the receive held;
 /// without it, 411 (0 and 103). On the development VM a wake delays the ping-pong by ~10-30 µs
 /// (the timer's interrupt, two switches): the run used 11 % less CPU time, and its mean and 99th
-/// percentile fell by a fifth (docs/benchmarks.md, 2026-12-02 17:40–18:40 UTC). A thread
+/// percentile fell by a fifth (docs/benchmarks.md, 2026-12-02 17:00–17:45 UTC). A thread
 /// blocked with nothing to receive stops coming back: a held ACK then leaves at the progress
 /// thread's next wake, at most `APP_GRACE_NS` later than before — or when that thread's
 /// receive times out — far below any retransmit timeout (≥ 1 ms).

@@ -5,10 +5,11 @@
 //! While an application thread drives a device (polls its CQ, waits on it, polls memory), that
 //! thread receives and runs the QP timers after each receive; the progress thread wakes to see
 //! whether it still drives (every 500 µs), for an ACK held too long while the driver is away
-//! (`engine::app_driven_wake`), and at each QP deadline in case the driver is away — under loss the READ reorder window and re-READ timer move every
-//! few tens of µs: 5 700–7 100 wakes a second in a READ stream at 1 % loss. Under `SCHED_OTHER`
-//! each wake preempts whatever runs on the CPU it lands on — on a machine whose CPUs are all
-//! busy, the very threads doing the work. On the 2-core VM that was a fifth of a loopback
+//! (`engine::app_driven_wake`), and at each QP deadline in case the driver is away — under
+//! loss the READ reorder window and re-READ timer move every few tens of µs: 5 700–7 100 wakes
+//! a second in a READ stream at 1 % loss. Under `SCHED_OTHER` each wake preempts whatever runs
+//! on the CPU it lands on — on a machine whose CPUs are all busy, the very threads doing the
+//! work. On the 2-core VM that was a fifth of a loopback
 //! stream: READ at 1 % loss kept 0.80 of its loss-free goodput with the progress thread under
 //! `SCHED_OTHER` and 0.95–1.00 with it moved to `SCHED_BATCH`; a loss-free 1 MiB WRITE stream
 //! moved 4.2–4.7 GB/s against 4.9–5.4 GB/s (`docs/reliability.md`, "The progress thread's
