@@ -155,6 +155,15 @@ fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
+/// [`bump`] for a counter of the receive path, which only the thread holding the device's
+/// receive (`rx`; with the raw socket, the progress thread) changes: a load and a store, not
+/// a locked read-modify-write. A locked instruction costs 4-10 ns and drains the store
+/// buffer; the pinned 8-byte ping-pong made ~51 of them per message (docs/benchmarks.md,
+/// "locked instructions per message"). Readers see the count as they see a `bump`ed one.
+fn bump_rx(a: &AtomicU64) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
 /// Lowers the deadline `a` to `d`. A plain load first: in the common case (a deadline at or
 /// before `d` already stands, as a flush finds it for every packet of a ping-pong) the
 /// locked read-modify-write of `fetch_min` and its exclusive ownership of the shared cache
@@ -215,7 +224,11 @@ pub(crate) struct SoftDevice {
     urgent_acks: AtomicBool,
     /// The thread holding `rx` is blocked in the kernel waiting for a datagram (cleared as
     /// soon as the wait returns, before anything received is processed; see
-    /// [`SoftDevice::run_due_timers_after_receive`]).
+    /// [`SoftDevice::run_due_timers_after_receive`]). Plain stores (no `SeqCst` exchange, a
+    /// locked instruction twice per blocking receive): a `true` seen late only makes the
+    /// progress thread leave due timers to the holder once more, and a `false` seen late
+    /// widens by the store buffer's drain (nanoseconds) the window that rule already leaves
+    /// (the holder's system call returned, the flag not yet cleared).
     rx_blocked: AtomicBool,
     /// The earliest deadline of a held ACK, ns on `clock` (as `next_deadline`). An
     /// application thread that drives the device sends due ACKs itself; the progress thread
@@ -288,7 +301,7 @@ impl SocketWait<'_> {
 
 impl Drop for SocketWait<'_> {
     fn drop(&mut self) {
-        self.dev.rx_blocked.store(false, Ordering::SeqCst);
+        self.dev.rx_blocked.store(false, Ordering::Release);
         self.dev.app_poll_ns.store(LEFT_JUST_NOW, Ordering::Relaxed);
         self.dev.app_waiting.fetch_sub(1, Ordering::Relaxed);
     }
@@ -1450,10 +1463,10 @@ impl SoftDevice {
         hint: u16,
         solver: &mut IdentSolver,
     ) -> Option<u16> {
-        bump(&self.counters.rx_packets);
+        bump_rx(&self.counters.rx_packets);
         let ident = solver.verify(src, self.local, pkt, hint);
         if ident.is_none() {
-            bump(&self.counters.icrc_errors);
+            bump_rx(&self.counters.icrc_errors);
             tracing::debug!(%src, bytes = pkt.len(), "ICRC mismatch: packet dropped");
         }
         ident
@@ -1471,9 +1484,9 @@ impl SoftDevice {
         if !block {
             return wait();
         }
-        self.rx_blocked.store(true, Ordering::SeqCst);
+        self.rx_blocked.store(true, Ordering::Relaxed);
         let r = wait();
-        self.rx_blocked.store(false, Ordering::SeqCst);
+        self.rx_blocked.store(false, Ordering::Release);
         r
     }
 
@@ -1536,7 +1549,7 @@ impl SoftDevice {
             }
         }
         if packets > 0 {
-            self.rx_bursts.fetch_add(1, Ordering::Release);
+            self.count_rx_burst();
         }
         (packets, last)
     }
@@ -1560,7 +1573,7 @@ impl SoftDevice {
             }
         }
         let mut head = [0u8; rdmesh_core::wire::bth::HEADER_LEN];
-        bump(&self.counters.rx_peeks);
+        bump_rx(&self.counters.rx_peeks);
         let r = match self.blocking(wait, || udp_io::peek(&self.socket, &mut head, wait)) {
             Ok(r) => r,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
@@ -1725,8 +1738,8 @@ impl SoftDevice {
             let pkt = &buf[off..off + len];
             let qp = if k < 64 && good >> k & 1 == 1 {
                 let s = segs[k];
-                bump(&self.counters.rx_packets);
-                bump(&self.counters.rx_placed);
+                bump_rx(&self.counters.rx_packets);
+                bump_rx(&self.counters.rx_placed);
                 let placed = Placed {
                     rkey: cursor.rkey,
                     va: cursor.va.wrapping_add(s.at as u64),
@@ -1807,9 +1820,18 @@ impl SoftDevice {
     }
 
     /// Receive bursts that processed packets so far, on any thread, counted as each ends
-    /// (after its completions were pushed, the receive still held).
+    /// (after its completions were pushed, the receive still held; with the raw socket, each
+    /// datagram the progress thread received).
     pub(crate) fn rx_bursts(&self) -> u64 {
         self.rx_bursts.load(Ordering::Acquire)
+    }
+
+    /// Counts a receive burst that ended (`rx_bursts`). Only the thread holding the receive
+    /// (with the raw socket, the progress thread) counts: a load and a store (`bump_rx`).
+    fn count_rx_burst(&self) {
+        let bursts = self.rx_bursts.load(Ordering::Relaxed);
+        self.rx_bursts
+            .store(bursts.wrapping_add(1), Ordering::Release);
     }
 
     /// Whether [`SoftDevice::socket_wait`] can wait for this device's work: not when it
@@ -1827,7 +1849,7 @@ impl SoftDevice {
         }
         let rx = self.rx.try_lock().ok()?;
         self.app_waiting.fetch_add(1, Ordering::Relaxed);
-        self.rx_blocked.store(true, Ordering::SeqCst);
+        self.rx_blocked.store(true, Ordering::Relaxed);
         Some(SocketWait { dev: self, _rx: rx })
     }
 
@@ -1895,7 +1917,7 @@ impl SoftDevice {
                     }
                 }
                 Err(_) => {
-                    if !self.rx_blocked.load(Ordering::SeqCst)
+                    if !self.rx_blocked.load(Ordering::Acquire)
                         || wait_readable(&self.socket, Duration::ZERO)
                     {
                         return false;
@@ -1988,8 +2010,8 @@ impl SoftDevice {
             Ok(d) => d,
             Err(Skip::NotOurs) => return,
             Err(Skip::Malformed) => {
-                bump(&self.counters.rx_packets);
-                bump(&self.counters.malformed);
+                bump_rx(&self.counters.rx_packets);
+                bump_rx(&self.counters.malformed);
                 tracing::debug!(
                     bytes = datagram.len(),
                     "IPv4 options or a fragment on a RoCEv2 datagram: dropped"
@@ -1997,12 +2019,12 @@ impl SoftDevice {
                 return;
             }
         };
-        bump(&self.counters.rx_packets);
+        bump_rx(&self.counters.rx_packets);
         if !matches!(
             rdmesh_core::wire::icrc::verify(d.ip_header, d.udp_header, d.payload),
             Ok(true)
         ) {
-            bump(&self.counters.icrc_errors);
+            bump_rx(&self.counters.icrc_errors);
             tracing::debug!(src = %d.src, bytes = d.payload.len(), "ICRC mismatch: packet dropped");
             return;
         }
@@ -2039,7 +2061,7 @@ impl SoftDevice {
             .get(&self.qps, parsed.transport.bth.dest_qp)
             .cloned()
         else {
-            bump(&self.counters.unknown_qp);
+            bump_rx(&self.counters.unknown_qp);
             return None;
         };
         let mut core = qp.lock();
@@ -2083,34 +2105,30 @@ impl SoftDevice {
             let Some(parsed) = accept(k, at) else {
                 continue;
             };
-            let Some(qp) = last_qp
-                .get(&self.qps, parsed.transport.bth.dest_qp)
-                .cloned()
-            else {
-                bump(&self.counters.unknown_qp);
+            // The QP borrowed from the cache, no reference count taken (two locked
+            // instructions per batch): the cache keeps it alive meanwhile.
+            last_qp.refresh(&self.qps, parsed.transport.bth.dest_qp);
+            let Some(qp) = last_qp.cached() else {
+                bump_rx(&self.counters.unknown_qp);
                 continue;
             };
             let mut core = qp.lock();
-            self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, None);
+            self.deliver_locked(qp, &mut core, &parsed, src, ecn, now, None);
             // The packets after it for the same QP, under the same lock, each while the table
             // still holds the QP (one atomic load: `LastQp`): a QP destroyed meanwhile gets no
             // more of them than a lookup per packet would give it.
             while let Some(&(k, (off, len))) = dgs.peek() {
                 let next = rdmesh_core::wire::bth::Packet::new_checked(&buf[off..off + len]);
-                if next.map(|b| b.dest_qp()) != Ok(qp.qpn)
-                    || !last_qp
-                        .get(&self.qps, qp.qpn)
-                        .is_some_and(|q| Arc::ptr_eq(q, &qp))
-                {
+                if next.map(|b| b.dest_qp()) != Ok(qp.qpn) || !last_qp.unchanged(&self.qps) {
                     break;
                 }
                 dgs.next();
                 packets += 1;
                 if let Some(parsed) = accept(k, (off, len)) {
-                    self.deliver_locked(&qp, &mut core, &parsed, src, ecn, now, None);
+                    self.deliver_locked(qp, &mut core, &parsed, src, ecn, now, None);
                 }
             }
-            self.flush_at(&qp, &mut core, false, now);
+            self.flush_at(qp, &mut core, false, now);
             place_qpn = core
                 .rc
                 .as_ref()
@@ -2136,12 +2154,12 @@ impl SoftDevice {
         match IbPacket::parse(pkt) {
             Ok(p) => {
                 if p.transport.bth.opcode == Opcode::Cnp {
-                    bump(&self.counters.cnp_received);
+                    bump_rx(&self.counters.cnp_received);
                 }
                 Some(p)
             }
             Err(e) => {
-                bump(&self.counters.malformed);
+                bump_rx(&self.counters.malformed);
                 tracing::debug!(%src, error = %e, "malformed RoCE packet dropped");
                 None
             }
@@ -2169,7 +2187,7 @@ impl SoftDevice {
             .remote
             .is_some_and(|r| is_from_peer(r, src) || (is_cnp && r.ip() == src.ip()));
         if !from_peer {
-            bump(&self.counters.wrong_source);
+            bump_rx(&self.counters.wrong_source);
             return;
         }
         // The impairment layer's CE marks model a congested switch: only ECN-capable packets.
@@ -2446,6 +2464,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                     Receiver::Raw(r) => match r.recv(&mut buf) {
                         Ok(n) => {
                             d.receive_raw(&buf[..n], &mut last_qp);
+                            d.count_rx_burst();
                             d.release_urgent_acks();
                         }
                         Err(e)

@@ -101,6 +101,14 @@ impl<V> LastQp<V> {
     /// looked up, else a lookup (which replaces the cache when it finds one).
     #[inline]
     pub(crate) fn get(&mut self, table: &QpTable<V>, qpn: u32) -> Option<&Arc<V>> {
+        self.refresh(table, qpn);
+        self.cached()
+    }
+
+    /// Makes the cache hold QPN `qpn`'s entry in `table` (none when the table has none), as
+    /// [`get`](Self::get) does; read it with [`cached`](Self::cached).
+    #[inline]
+    pub(crate) fn refresh(&mut self, table: &QpTable<V>, qpn: u32) {
         // Acquire: pairs with the Release of a change, so a generation seen unchanged means
         // the table held this entry for `qpn` when it was read.
         let generation = table.generation.load(Ordering::Acquire);
@@ -108,7 +116,21 @@ impl<V> LastQp<V> {
         if !hit {
             self.last = table.get(qpn).map(|v| (qpn, generation, v));
         }
+    }
+
+    /// The entry the last [`refresh`](Self::refresh) or [`get`](Self::get) found, if any.
+    #[inline]
+    pub(crate) fn cached(&self) -> Option<&Arc<V>> {
         self.last.as_ref().map(|(_, _, v)| v)
+    }
+
+    /// Whether `table` is unchanged since the cached entry was looked up: it still holds that
+    /// entry for its QPN (one atomic load; `false` when nothing is cached). A borrower of
+    /// [`cached`](Self::cached) checks with this, and takes no reference count of its own.
+    #[inline]
+    pub(crate) fn unchanged(&self, table: &QpTable<V>) -> bool {
+        let generation = table.generation.load(Ordering::Acquire);
+        matches!(&self.last, Some((_, g, _)) if *g == generation)
     }
 }
 
@@ -147,6 +169,26 @@ mod test {
         assert_eq!(name(&mut c, &t, 5), Some("third"));
         assert_eq!(name(&mut c, &t, 6), Some("other"));
         assert_eq!(name(&mut c, &t, 7), None);
+    }
+
+    #[test]
+    fn unchanged_holds_only_while_the_table_does() {
+        let t = QpTable::default();
+        let mut c = LastQp::default();
+        assert!(!c.unchanged(&t), "nothing cached");
+        insert(&t, 5, "first");
+        c.refresh(&t, 5);
+        assert_eq!(c.cached().map(|q| q.0), Some("first"));
+        assert!(c.unchanged(&t));
+        // Any insertion or removal ends it, the cached QP's own removal included.
+        insert(&t, 6, "other");
+        assert!(!c.unchanged(&t));
+        c.refresh(&t, 5);
+        assert!(c.unchanged(&t));
+        t.remove(5);
+        assert!(!c.unchanged(&t));
+        c.refresh(&t, 5);
+        assert!(c.cached().is_none() && !c.unchanged(&t));
     }
 
     #[test]

@@ -383,8 +383,9 @@ impl Device {
     }
 
     /// Soft provider: receive bursts that processed packets so far, on any thread, counted as
-    /// each ends, after its completions were pushed: the same count before a thread polls its
-    /// CQs and once it holds [`Device::socket_wait`] means no completion came meanwhile.
+    /// each ends, after its completions were pushed and its data placed: the same count before
+    /// a thread polls its CQs (or reads a region) and once it holds [`Device::socket_wait`]
+    /// (or at its next look) means no completion and no data came meanwhile.
     /// vfio provider: 0.
     pub(crate) fn rx_bursts(&self) -> u64 {
         match &self.provider {
