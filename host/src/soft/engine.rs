@@ -159,9 +159,11 @@ fn bump(a: &AtomicU64) {
 /// receive (`rx`; with the raw socket, the progress thread) changes: a load and a store, not
 /// a locked read-modify-write. A locked instruction costs 4-10 ns and drains the store
 /// buffer; the pinned 8-byte ping-pong made ~51 of them per message (docs/benchmarks.md,
-/// "locked instructions per message"). Readers see the count as they see a `bump`ed one.
+/// "locked instructions per message"). Readers see the count as they see a `bump`ed one; the
+/// store is `Release` (a plain store on x86 as well), so a reader that loads the new count
+/// with `Acquire` sees what the writer did before it (`rx_bursts`).
 fn bump_rx(a: &AtomicU64) {
-    a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
 }
 
 /// Lowers the deadline `a` to `d`. A plain load first: in the common case (a deadline at or
@@ -237,7 +239,7 @@ pub(crate) struct SoftDevice {
     /// When the QP timers were last scanned, ns on `clock`.
     last_scan: AtomicU64,
     /// Receive bursts that processed packets, counted as each ends (with the receive still
-    /// held, after its completions were pushed).
+    /// held, after its completions were pushed; `bump_rx`).
     rx_bursts: AtomicU64,
 }
 
@@ -1549,7 +1551,7 @@ impl SoftDevice {
             }
         }
         if packets > 0 {
-            self.count_rx_burst();
+            bump_rx(&self.rx_bursts);
         }
         (packets, last)
     }
@@ -1824,14 +1826,6 @@ impl SoftDevice {
     /// datagram the progress thread received).
     pub(crate) fn rx_bursts(&self) -> u64 {
         self.rx_bursts.load(Ordering::Acquire)
-    }
-
-    /// Counts a receive burst that ended (`rx_bursts`). Only the thread holding the receive
-    /// (with the raw socket, the progress thread) counts: a load and a store (`bump_rx`).
-    fn count_rx_burst(&self) {
-        let bursts = self.rx_bursts.load(Ordering::Relaxed);
-        self.rx_bursts
-            .store(bursts.wrapping_add(1), Ordering::Release);
     }
 
     /// Whether [`SoftDevice::socket_wait`] can wait for this device's work: not when it
@@ -2464,7 +2458,7 @@ fn progress_loop(dev: Weak<SoftDevice>, rx: Receiver) {
                     Receiver::Raw(r) => match r.recv(&mut buf) {
                         Ok(n) => {
                             d.receive_raw(&buf[..n], &mut last_qp);
-                            d.count_rx_burst();
+                            bump_rx(&d.rx_bursts);
                             d.release_urgent_acks();
                         }
                         Err(e)
