@@ -29,15 +29,19 @@ rm -rf "$raw"
 mkdir -p "$raw"
 export CARGO_TARGET_DIR=$out
 export RUSTFLAGS="-Cprofile-generate=$raw"
-cargo build -q --release -p rdmesh-host --bin rdmesh
+# Build scripts and proc macros are instrumented too and run during the build: their counts go
+# elsewhere, not into the profile.
+LLVM_PROFILE_FILE="$out/build-scripts/%m.profraw" cargo build -q --release -p rdmesh-host --bin rdmesh
 bin=$out/release/rdmesh
 export RDMESH_STATS=0
 
 # run GROUP COMMAND...: runs COMMAND, its profile counts merged into GROUP-<n>.profraw (`%m`:
 # merge mode, one file per group).
+runs=0
 run() {
   local group=$1
   shift
+  runs=$((runs + 1))
   echo "pgo-train: [$group] $*" >&2
   LLVM_PROFILE_FILE="$raw/$group-%m.profraw" "$@" > /dev/null
 }
@@ -70,11 +74,11 @@ rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' > pgo/rdmesh.llvm
 # The streams run millions of packets through the bulk path; the small-message runs (the
 # latency path) weigh SMALL_WEIGHT times as much, so that LLVM counts their code as hot too.
 inputs=()
-for f in "$raw"/*.profraw; do
-  case "$(basename "$f")" in
-    small-*) inputs+=("--weighted-input=${SMALL_WEIGHT:-10},$f") ;;
-    *) inputs+=("--weighted-input=1,$f") ;;
-  esac
+for f in "$raw"/small-*.profraw; do
+  inputs+=("--weighted-input=${SMALL_WEIGHT:-10},$f")
+done
+for f in "$raw"/stream-*.profraw; do
+  inputs+=("--weighted-input=1,$f")
 done
 "$profdata" merge --sparse -o pgo/rdmesh.profdata "${inputs[@]}"
-echo "pgo-train: wrote pgo/rdmesh.profdata ($(du -k pgo/rdmesh.profdata | cut -f1) KiB) from $(ls "$raw" | wc -l) runs" >&2
+echo "pgo-train: wrote pgo/rdmesh.profdata ($(du -k pgo/rdmesh.profdata | cut -f1) KiB) from $runs runs" >&2

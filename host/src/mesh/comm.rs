@@ -12,6 +12,14 @@
 //! `irecv`'s CTS are posted by the calling thread itself, so they leave without waiting for the
 //! shard's next round (its completions stay the shard's).
 //! Dropping a comm sends CLOSE to the peer (the progress thread flushes it for up to 2 s).
+//!
+//! An `irecv`'s CTS waits for the calling thread's next call into the transport (any
+//! connection's `isend`, `irecv` or `test`; a send posts its own frames first), at most
+//! [`CTS_HOLD`], instead of leaving inside the `irecv`: an application that answers a
+//! receive with a send (a ping-pong; NCCL's proxy, which posts receives ahead and tests them
+//! on its next pass) has that send leave first, and the peer takes the CTS in while it waits
+//! for the data (docs/benchmarks.md, 2026-12-03 06:20–07:00 UTC). With one progress thread
+//! an `isend` also posts its frames before the round's receive, which usually finds nothing.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -30,6 +38,33 @@ use crate::verbs::{AccessFlags, LentMemory, MemoryRegion, ProtectionDomain, Reco
 
 /// How long a closing connection may take to flush its CLOSE frame.
 const CLOSE_FLUSH: Duration = Duration::from_secs(2);
+
+/// Longest an `irecv`'s CTS waits for its thread's next call (module docs); after it the
+/// connection's next round sends it (a shard's, or with one shard the progress thread's,
+/// which comes within 1 ms).
+pub const CTS_HOLD: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// Connections whose CTS frames wait for this thread's next call (module docs).
+    static HELD: std::cell::RefCell<Vec<Weak<ConnShared>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Sends the CTS frames this thread's `irecv`s hold (module docs).
+fn release_held() {
+    let held = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut *h))
+        }
+    });
+    for conn in held.into_iter().flatten() {
+        if let Some(conn) = conn.upgrade() {
+            conn.release_cts();
+        }
+    }
+}
 
 /// One link of a connection's first hop.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -116,6 +151,9 @@ pub(crate) struct Conn {
     live_seen: usize,
     /// Progress rounds so far (what paces the keepalive check).
     rounds: u32,
+    /// Since when the CTS frames an `irecv` queued wait for its thread's next call (module
+    /// docs); the outbox is not flushed meanwhile, for up to [`CTS_HOLD`].
+    cts_held: Option<Instant>,
 }
 
 impl Conn {
@@ -160,7 +198,13 @@ impl Conn {
         if let Some(e) = self.rails.failure() {
             self.tagged.fail(e);
         }
-        if self.flush_outbox() {
+        // A CTS held for the application's next call stays in the outbox (with whatever else
+        // it holds), for at most CTS_HOLD.
+        let holding = self.cts_held.is_some_and(|t| t.elapsed() < CTS_HOLD);
+        if !holding {
+            self.cts_held = None;
+        }
+        if !holding && self.flush_outbox() {
             // Post what the round produced (a CTS, a send's chunks) without polling the rails
             // again: they were polled at the top of this round, and each poll of a soft rail
             // that finds its CQ empty is a `recvmsg` — about 1 µs before every small send on
@@ -264,6 +308,7 @@ impl ConnShared {
                 keepalive,
                 live_seen: usize::MAX,
                 rounds: 0,
+                cts_held: None,
             }),
             route,
             driver,
@@ -295,7 +340,33 @@ impl ConnShared {
             }
             self.driver.wake();
         } else {
+            // What this call queued leaves first, without the round's receive before it (a
+            // `recvmsg` that usually finds nothing); the next `test` makes the round.
+            if c.flush_outbox() {
+                c.rails.post_now();
+                if !c.rails.has_queued() {
+                    return;
+                }
+            }
             c.progress();
+        }
+    }
+
+    /// Holds the CTS frames `irecv` just queued on `c` until this thread's next call (module
+    /// docs).
+    fn hold_cts(self: &Arc<Self>, c: &mut Conn) {
+        if c.cts_held.is_none() {
+            c.cts_held = Some(Instant::now());
+            HELD.with(|h| h.borrow_mut().push(Arc::downgrade(self)));
+        }
+    }
+
+    /// Sends the CTS frames held on this connection, if any (they went out already when a
+    /// round found them older than [`CTS_HOLD`]).
+    fn release_cts(&self) {
+        let mut c = self.lock();
+        if c.cts_held.take().is_some() {
+            self.advance(&mut c, self.posts_inline(None));
         }
     }
 
@@ -650,8 +721,10 @@ impl SendComm {
             let id = c.tagged.isend_registered(buf, offset, len, tag, local)?;
             shared.advance(&mut c, shared.posts_inline(Some(len)));
             Ok(id)
-        })?;
-        Ok(posted.map(|(shared, id)| SendRequest { shared, id }))
+        });
+        // After this send's own frames: the CTS frames the thread's receives held.
+        release_held();
+        Ok(posted?.map(|(shared, id)| SendRequest { shared, id }))
     }
 
     /// Per lane: the devices its shard drives outside the connection, and the rails whose polls
@@ -707,6 +780,7 @@ impl SendRequest {
     /// Errors: [`MeshError::Truncated`] (the matching receive is smaller, both sizes named),
     /// [`MeshError::TagMismatch`], the connection's failure.
     pub fn test(&self) -> Result<Option<usize>> {
+        release_held();
         self.shared
             .test(|c| c.tagged.test_send(self.id))
             .unwrap_or(Ok(None))
@@ -805,6 +879,7 @@ impl RecvComm {
             };
             places.push(p);
         }
+        release_held();
         let posted = self.lanes.post(|lane, shared| {
             let places: Vec<Option<Placement>> = places
                 .iter()
@@ -817,7 +892,9 @@ impl RecvComm {
                 .collect();
             let mut c = shared.lock();
             let seq = c.tagged.irecv_placed(bufs, &places)?;
-            shared.advance(&mut c, shared.posts_inline(None));
+            if seq.is_some() {
+                shared.hold_cts(&mut c);
+            }
             Ok(seq)
         })?;
         Ok(posted.map(|(shared, id)| RecvRequest { shared, id }))
@@ -862,6 +939,7 @@ impl RecvRequest {
     /// Errors: [`MeshError::Truncated`] (a send larger than its buffer, both sizes named), the
     /// connection's failure ([`MeshError::LinkDown`], [`MeshError::Closed`]).
     pub fn test(&self) -> Result<Option<Vec<usize>>> {
+        release_held();
         self.shared
             .test(|c| c.tagged.test_recv(self.id))
             .unwrap_or(Ok(None))
