@@ -23,7 +23,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,12 @@ pub const CTS_HOLD: Duration = Duration::from_micros(50);
 thread_local! {
     /// Connections whose CTS frames wait for this thread's next call (module docs).
     static HELD: std::cell::RefCell<Vec<Weak<ConnShared>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Nanoseconds since the first call (the clock of [`ConnShared::cts_held`]).
+fn now_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// Sends the CTS frames this thread's `irecv`s hold (module docs).
@@ -151,9 +157,6 @@ pub(crate) struct Conn {
     live_seen: usize,
     /// Progress rounds so far (what paces the keepalive check).
     rounds: u32,
-    /// Since when the CTS frames an `irecv` queued wait for its thread's next call (module
-    /// docs); the outbox is not flushed meanwhile, for up to [`CTS_HOLD`].
-    cts_held: Option<Instant>,
 }
 
 impl Conn {
@@ -183,8 +186,9 @@ impl Conn {
         any
     }
 
-    /// One round of progress; returns whether anything happened.
-    fn progress(&mut self) -> bool {
+    /// One round of progress; returns whether anything happened. With `hold_outbox` (a CTS
+    /// held for its thread's next call, [`ConnShared::holding_cts`]) the outbox stays unsent.
+    fn progress(&mut self, hold_outbox: bool) -> bool {
         let mut any = self.rails.pump();
         for t in self.rails.take_done() {
             self.tagged.on_sent(t);
@@ -198,13 +202,7 @@ impl Conn {
         if let Some(e) = self.rails.failure() {
             self.tagged.fail(e);
         }
-        // A CTS held for the application's next call stays in the outbox (with whatever else
-        // it holds), for at most CTS_HOLD.
-        let holding = self.cts_held.is_some_and(|t| t.elapsed() < CTS_HOLD);
-        if !holding {
-            self.cts_held = None;
-        }
-        if !holding && self.flush_outbox() {
+        if !hold_outbox && self.flush_outbox() {
             // Post what the round produced (a CTS, a send's chunks) without polling the rails
             // again: they were polled at the top of this round, and each poll of a soft rail
             // that finds its CQ empty is a `recvmsg` — about 1 µs before every small send on
@@ -271,6 +269,10 @@ pub(crate) struct ConnShared {
     /// An application call queued frames on the rails (a send's chunks, a CTS) for the shard:
     /// its next round posts them before it drives the devices.
     handed: AtomicBool,
+    /// When (ns, [`now_ns`]) an `irecv` began holding the CTS frames it queued for its
+    /// thread's next call (module docs); 0: none held. An atomic, so that the release takes
+    /// no lock with several shards (the shard that holds the connection sends them).
+    cts_held: AtomicU64,
 }
 
 impl ConnShared {
@@ -308,7 +310,6 @@ impl ConnShared {
                 keepalive,
                 live_seen: usize::MAX,
                 rounds: 0,
-                cts_held: None,
             }),
             route,
             driver,
@@ -316,6 +317,7 @@ impl ConnShared {
             devices,
             behind: AtomicBool::new(false),
             handed: AtomicBool::new(false),
+            cts_held: AtomicU64::new(0),
         })
     }
 
@@ -348,24 +350,46 @@ impl ConnShared {
                     return;
                 }
             }
-            c.progress();
+            c.progress(self.holding_cts());
         }
     }
 
-    /// Holds the CTS frames `irecv` just queued on `c` until this thread's next call (module
-    /// docs).
-    fn hold_cts(self: &Arc<Self>, c: &mut Conn) {
-        if c.cts_held.is_none() {
-            c.cts_held = Some(Instant::now());
+    /// Holds the CTS frames `irecv` just queued (the caller holds the connection's lock)
+    /// until this thread's next call (module docs).
+    fn hold_cts(self: &Arc<Self>) {
+        if self.cts_held.load(Ordering::Relaxed) == 0 {
+            self.cts_held.store(now_ns().max(1), Ordering::Relaxed);
             HELD.with(|h| h.borrow_mut().push(Arc::downgrade(self)));
         }
     }
 
+    /// Whether a CTS is held and younger than [`CTS_HOLD`] (an older hold ends here: the
+    /// round sends it).
+    fn holding_cts(&self) -> bool {
+        let since = self.cts_held.load(Ordering::Relaxed);
+        if since == 0 {
+            return false;
+        }
+        if now_ns().saturating_sub(since) < CTS_HOLD.as_nanos() as u64 {
+            return true;
+        }
+        let _ = self
+            .cts_held
+            .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed);
+        false
+    }
+
     /// Sends the CTS frames held on this connection, if any (they went out already when a
-    /// round found them older than [`CTS_HOLD`]).
+    /// round found them older than [`CTS_HOLD`]): with several shards the shard's next round
+    /// (woken; no lock taken here, the shard may hold it), else here.
     fn release_cts(&self) {
-        let mut c = self.lock();
-        if c.cts_held.take().is_some() {
+        if self.cts_held.swap(0, Ordering::Relaxed) == 0 {
+            return;
+        }
+        if self.driver.offload && !self.posts_inline(None) {
+            self.driver.wake();
+        } else {
+            let mut c = self.lock();
             self.advance(&mut c, self.posts_inline(None));
         }
     }
@@ -389,7 +413,7 @@ impl ConnShared {
     fn test<T>(&self, f: impl FnOnce(&mut Conn) -> T) -> Option<T> {
         if !self.driver.offload {
             let mut c = self.lock();
-            c.progress();
+            c.progress(self.holding_cts());
             return Some(f(&mut c));
         }
         // The shard's thread gets no CPU (a host with fewer free CPUs than busy threads): do
@@ -421,7 +445,7 @@ impl ConnShared {
             NO_TOKEN,
             FrameBody::Bytes(text_frame(FrameKind::Close, 0, why)),
         );
-        c.progress();
+        c.progress(self.holding_cts());
     }
 }
 
@@ -467,7 +491,7 @@ impl Pump for ConnShared {
             };
         };
         self.behind.store(false, Ordering::Relaxed);
-        let busy = c.progress() || driven > 0;
+        let busy = c.progress(self.holding_cts()) || driven > 0;
         if let Some(t) = c.closing {
             if !c.rails.busy() || t.elapsed() > CLOSE_FLUSH || c.rails.failure().is_some() {
                 return PumpState::Finished;
@@ -893,7 +917,7 @@ impl RecvComm {
             let mut c = shared.lock();
             let seq = c.tagged.irecv_placed(bufs, &places)?;
             if seq.is_some() {
-                shared.hold_cts(&mut c);
+                shared.hold_cts();
             }
             Ok(seq)
         })?;

@@ -988,57 +988,85 @@ fn small_sends_leave_from_the_calling_thread_with_shards() {
 }
 
 /// An `irecv`'s CTS waits for its thread's next call into the transport (module `comm`,
-/// `CTS_HOLD`): with no round on the receiving node it has not left 5 ms later, the next call
-/// (a `test`) sends it; a CTS whose thread makes no further call leaves with the connection's
-/// next round.
+/// `CTS_HOLD`): with no round on the receiving node it has not left 5 ms later; the next call
+/// (a `test`) sends it (one shard) or hands it to the shard, whose next round sends it
+/// (several); a CTS whose thread makes no further call leaves with the connection's next round.
 #[test]
 fn a_receive_s_cts_waits_for_the_thread_s_next_call() {
-    let cfg = |c: &mut MeshConfig| {
-        c.progress_threads = 1;
-        c.lanes = 1;
-    };
-    let a = node_with(vec![nic("soft_a", "127.0.53.1/24", 10.0)], cfg);
-    let b = node_with(vec![nic("soft_b", "127.0.53.2/24", 10.0)], cfg);
-    let (s, r) = connect(&a, &b);
-    exchange(&s, &r, &[5], 110);
-    let frames = || b.nic_counters()[0].counters.tx_frames;
-    let recv = |len: usize| {
-        let dst = Buffer::new(len);
-        let q = r
-            .irecv(&[RecvBuf {
-                buf: dst.clone(),
-                offset: 0,
-                len,
-                tag: 0,
-            }])
+    for (link, threads) in [(53u8, 1usize), (54, 2)] {
+        let cfg = move |c: &mut MeshConfig| {
+            c.progress_threads = threads;
+            c.lanes = 1;
+        };
+        let a = node_with(
+            vec![nic("soft_a", &format!("127.0.{link}.1/24"), 10.0)],
+            cfg,
+        );
+        let b = node_with(
+            vec![nic("soft_b", &format!("127.0.{link}.2/24"), 10.0)],
+            cfg,
+        );
+        let (s, r) = connect(&a, &b);
+        exchange(&s, &r, &[5], 110);
+        let frames = || b.nic_counters()[0].counters.tx_frames;
+        let recv = |len: usize| {
+            let dst = Buffer::new(len);
+            let q = r
+                .irecv(&[RecvBuf {
+                    buf: dst.clone(),
+                    offset: 0,
+                    len,
+                    tag: 0,
+                }])
+                .unwrap()
+                .expect("room for the receive");
+            (q, dst)
+        };
+        // Only the test thread's calls make progress on b.
+        b.progress().freeze(true);
+        let before = frames();
+        let (q, dst) = recv(64);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            frames(),
+            before,
+            "{threads} shard(s): the CTS waits for the next call"
+        );
+        assert_eq!(q.test().unwrap(), None);
+        if threads == 1 {
+            assert_eq!(frames(), before + 1, "the next call sent the CTS");
+        } else {
+            assert_eq!(
+                frames(),
+                before,
+                "the next call handed the CTS to the frozen shard"
+            );
+        }
+        b.progress().freeze(false);
+        let start = Instant::now();
+        while frames() < before + 1 {
+            assert!(
+                start.elapsed() < T,
+                "{threads} shard(s): the CTS did not leave"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let p = s
+            .isend(&Buffer::from_vec(pattern(40, 5)), 0, 40, 0)
             .unwrap()
-            .expect("room for the receive");
-        (q, dst)
-    };
-    // Only the test thread's calls make progress on b.
-    b.progress().freeze(true);
-    let before = frames();
-    let (q, dst) = recv(64);
-    std::thread::sleep(Duration::from_millis(5));
-    assert_eq!(frames(), before, "the CTS waits for the thread's next call");
-    assert_eq!(q.test().unwrap(), None);
-    assert_eq!(frames(), before + 1, "the next call sent the CTS");
-    let p = s
-        .isend(&Buffer::from_vec(pattern(40, 5)), 0, 40, 0)
-        .unwrap()
-        .unwrap();
-    assert_eq!(q.wait(T).unwrap(), vec![40]);
-    assert_eq!(p.wait(T).unwrap(), 40);
-    assert_eq!(dst.to_vec()[..40], pattern(40, 5)[..]);
-    b.progress().freeze(false);
-    // A receive posted by a thread that then makes no call: b's progress thread sends its CTS,
-    // and the send (which needs it) completes.
-    let (q, dst) = std::thread::scope(|t| t.spawn(|| recv(64)).join().unwrap());
-    let p = s
-        .isend(&Buffer::from_vec(pattern(50, 6)), 0, 50, 0)
-        .unwrap()
-        .unwrap();
-    assert_eq!(p.wait(T).unwrap(), 50);
-    assert_eq!(q.wait(T).unwrap(), vec![50]);
-    assert_eq!(dst.to_vec()[..50], pattern(50, 6)[..]);
+            .unwrap();
+        assert_eq!(q.wait(T).unwrap(), vec![40]);
+        assert_eq!(p.wait(T).unwrap(), 40);
+        assert_eq!(dst.to_vec()[..40], pattern(40, 5)[..]);
+        // A receive posted by a thread that then makes no call: the connection's next round
+        // sends its CTS, and the send (which needs it) completes.
+        let (q, dst) = std::thread::scope(|t| t.spawn(|| recv(64)).join().unwrap());
+        let p = s
+            .isend(&Buffer::from_vec(pattern(50, 6)), 0, 50, 0)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.wait(T).unwrap(), 50);
+        assert_eq!(q.wait(T).unwrap(), vec![50]);
+        assert_eq!(dst.to_vec()[..50], pattern(50, 6)[..]);
+    }
 }
