@@ -421,12 +421,13 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
             )));
         }
     }
+    // Per buffer (at most MAX_RECVS, checked above): on the stack, no allocation.
     let mrs = bufs
         .iter()
         .map(|b| check_mr(b.mhandle, b.addr, b.size))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<heapless::Vec<_, MAX_RECVS>>>()?;
     // Buffers in memory registered with this connection are announced for placement.
-    let regs: Vec<_> = mrs
+    let regs: heapless::Vec<_, MAX_RECVS> = mrs
         .iter()
         .zip(bufs)
         .map(|(m, b)| {
@@ -440,7 +441,7 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
         .iter()
         .map(|b| crate::export::memory::lend(b.addr, b.size))
         .collect();
-    let rb: Vec<RecvBuf> = lent
+    let rb: heapless::Vec<RecvBuf, MAX_RECVS> = lent
         .iter()
         .zip(bufs)
         .map(|(l, b)| RecvBuf {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::{MeshError, Result};
-use crate::mesh::frame::{text_frame, FrameKind};
+use crate::mesh::frame::{text_frame, FrameKind, MAX_RECVS};
 use crate::mesh::progress::{Progress, Pulse, PulseSeen, Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
@@ -46,7 +46,8 @@ pub const CTS_HOLD: Duration = Duration::from_micros(50);
 
 thread_local! {
     /// Connections whose CTS frames wait for this thread's next call (module docs).
-    static HELD: std::cell::RefCell<Vec<Weak<ConnShared>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static HELD: std::cell::RefCell<std::collections::VecDeque<Weak<ConnShared>>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
 }
 
 /// Nanoseconds since the first call (the clock of [`ConnShared::cts_held`]).
@@ -57,15 +58,9 @@ fn now_ns() -> u64 {
 
 /// Sends the CTS frames this thread's `irecv`s hold (module docs).
 fn release_held() {
-    let held = HELD.with(|h| {
-        let mut h = h.borrow_mut();
-        if h.is_empty() {
-            None
-        } else {
-            Some(std::mem::take(&mut *h))
-        }
-    });
-    for conn in held.into_iter().flatten() {
+    // One at a time, oldest first, the list not borrowed while a CTS goes (it keeps its
+    // capacity: no allocation per receive).
+    while let Some(conn) = HELD.with(|h| h.borrow_mut().pop_front()) {
         if let Some(conn) = conn.upgrade() {
             conn.release_cts();
         }
@@ -179,7 +174,7 @@ impl Conn {
 
     fn flush_outbox(&mut self) -> bool {
         let out = self.tagged.take_outbox();
-        let any = !out.is_empty();
+        let any = out.len() > 0;
         for (rail, token, body) in out {
             self.rails.push(rail, token, body);
         }
@@ -359,7 +354,7 @@ impl ConnShared {
     fn hold_cts(self: &Arc<Self>) {
         if self.cts_held.load(Ordering::Relaxed) == 0 {
             self.cts_held.store(now_ns().max(1), Ordering::Relaxed);
-            HELD.with(|h| h.borrow_mut().push(Arc::downgrade(self)));
+            HELD.with(|h| h.borrow_mut().push_back(Arc::downgrade(self)));
         }
     }
 
@@ -895,17 +890,19 @@ impl RecvComm {
                 self.lanes()
             )));
         }
-        let mut places = Vec::with_capacity(bufs.len());
-        for (i, b) in bufs.iter().enumerate() {
+        // On the stack (no allocation per receive): a receive has at most MAX_RECVS buffers
+        // (more are refused by `irecv_placed`, before it reads a placement).
+        let mut places = heapless::Vec::<_, MAX_RECVS>::new();
+        for (i, b) in bufs.iter().enumerate().take(MAX_RECVS) {
             let p = match regs.get(i).copied().flatten() {
                 Some((reg, va)) => Some(reg.check(&self.lanes, va, b.len)?),
                 None => None,
             };
-            places.push(p);
+            let _ = places.push(p);
         }
         release_held();
         let posted = self.lanes.post(|lane, shared| {
-            let places: Vec<Option<Placement>> = places
+            let places: heapless::Vec<Option<Placement>, MAX_RECVS> = places
                 .iter()
                 .map(|p| {
                     p.map(|(reg, va)| Placement {

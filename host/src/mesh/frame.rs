@@ -235,11 +235,12 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 
     /// Placement of CTS entry `i` ([`FLAG_PLACED`]): the buffer's virtual address and the
-    /// rkey of each rail; `None` without the flag, past `count`, or for a buffer that is not
+    /// rkey of each rail (at most [`MAX_PLACE_RAILS`], held without allocation); `None`
+    /// without the flag, past `count`, for more rails than that, or for a buffer that is not
     /// registered (address 0). Call after [`FrameRepr::parse`] succeeded.
-    pub fn cts_placement(&self, i: usize) -> Option<(u64, Vec<u32>)> {
+    pub fn cts_placement(&self, i: usize) -> Option<(u64, heapless::Vec<u32, MAX_PLACE_RAILS>)> {
         let count = usize::from(self.count());
-        if self.flags() & FLAG_PLACED == 0 || i >= count {
+        if self.flags() & FLAG_PLACED == 0 || i >= count || self.total() > MAX_PLACE_RAILS as u64 {
             return None;
         }
         let rails = self.total() as usize;
@@ -445,7 +446,15 @@ impl FrameRepr {
 
 /// A whole CTS frame announcing receive `seq` with buffers `(size, tag)`.
 pub fn cts_frame(seq: u64, entries: &[(u64, i32)]) -> Vec<u8> {
-    let mut v = vec![0u8; HEADER_LEN + CTS_ENTRY_LEN * entries.len()];
+    cts_frame_with_room(seq, entries, 0)
+}
+
+/// [`cts_frame`] in a vector with room for `extra` more bytes (one allocation for a CTS with
+/// placements).
+fn cts_frame_with_room(seq: u64, entries: &[(u64, i32)], extra: usize) -> Vec<u8> {
+    let len = HEADER_LEN + CTS_ENTRY_LEN * entries.len();
+    let mut v = Vec::with_capacity(len + extra);
+    v.resize(len, 0);
     let mut f = Frame::new_unchecked(&mut v[..]);
     FrameRepr {
         count: entries.len() as u8,
@@ -468,10 +477,10 @@ pub fn cts_frame_placed(
     places: &[Option<(u64, &[u32])>],
     rails: usize,
 ) -> Vec<u8> {
-    let mut v = cts_frame(seq, entries);
     if places.iter().all(Option::is_none) || rails == 0 || rails > MAX_PLACE_RAILS {
-        return v;
+        return cts_frame(seq, entries);
     }
+    let mut v = cts_frame_with_room(seq, entries, entries.len() * (8 + 4 * rails));
     v[field::FLAGS] = FLAG_PLACED;
     v[field::TOTAL].copy_from_slice(&(rails as u64).to_be_bytes());
     for i in 0..entries.len() {
@@ -569,7 +578,8 @@ mod test {
         let r = FrameRepr::parse(&f).unwrap();
         assert_eq!((r.flags, r.total, r.count), (FLAG_PLACED, 2, 2));
         assert_eq!(f.cts_entry(1), Some((64, 2)));
-        assert_eq!(f.cts_placement(0), Some((0xdead_0000, vec![0x100, 0x200])));
+        let (va, keys) = f.cts_placement(0).expect("placement 0");
+        assert_eq!((va, &keys[..]), (0xdead_0000, &[0x100, 0x200][..]));
         assert_eq!(f.cts_placement(1), None);
         assert_eq!(
             Frame::new_checked(&v[..v.len() - 1]).unwrap_err(),

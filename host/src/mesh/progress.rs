@@ -291,6 +291,9 @@ impl Progress {
         let mut idle_rounds: u32 = 0;
         let mut last_busy = Instant::now();
         let mut contended = false;
+        // This round's items, copied out of the shared list (whose lock `Progress::add_to`
+        // takes); the copy keeps its capacity from round to round.
+        let mut items: Vec<Arc<dyn Pump>> = Vec::new();
         while !self.stop.load(Ordering::Relaxed) {
             #[cfg(test)]
             if self.frozen.load(Ordering::SeqCst) {
@@ -299,8 +302,14 @@ impl Progress {
             }
             let epoch = me.wakes.load(Ordering::SeqCst);
             me.pulse.rounds.fetch_add(1, Ordering::Relaxed);
-            let items: Vec<Arc<dyn Pump>> =
-                me.items.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            items.clear();
+            items.extend(
+                me.items
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .cloned(),
+            );
             let bursts = rx_bursts(&items);
             let mut busy = false;
             let mut finished = Vec::new();

@@ -437,6 +437,44 @@ pub struct Rail {
     last_activity: Instant,
     /// QP retransmissions and timeouts already added to the NIC's counters, and when.
     reported_transport: (u64, u64, Instant),
+    /// The work requests every post fills in place ([`WrScratch`]).
+    wrs: WrScratch,
+}
+
+/// The work requests a rail posts, filled in place for each post: a [`SendWr`]'s SGE list is a
+/// `Vec`, allocated here once instead of once per frame.
+#[derive(Debug)]
+struct WrScratch {
+    /// `[0]`: a placed chunk's RDMA WRITE; `[1]`: a frame's SEND, posted alone or behind it.
+    send: [SendWr; 2],
+    /// The credit WRITE.
+    credit: SendWr,
+    /// A receive slot's re-post.
+    recv: [RecvWr; 1],
+}
+
+impl WrScratch {
+    fn new() -> WrScratch {
+        let wr = || SendWr::new(0, WrOpcode::Send, vec![Sge::default()]);
+        WrScratch {
+            send: [wr(), wr()],
+            credit: wr(),
+            recv: [RecvWr {
+                wr_id: 0,
+                sg_list: vec![Sge::default()],
+            }],
+        }
+    }
+}
+
+/// Fills `wr` (one of [`WrScratch`]'s, whose SGE list holds one entry) for a post.
+fn fill(wr: &mut SendWr, wr_id: u64, opcode: WrOpcode, sge: Sge, signaled: bool, solicited: bool) {
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.sg_list.clear();
+    wr.sg_list.push(sge);
+    wr.signaled = signaled;
+    wr.solicited = solicited;
 }
 
 /// Whether the SEND of a frame of `kind` sets SE: every kind but CTS. The peer's QPs hold the
@@ -560,6 +598,7 @@ impl Rail {
             drives: true,
             pd,
             index: 0,
+            wrs: WrScratch::new(),
         })
     }
 
@@ -839,13 +878,15 @@ impl Rail {
         }
         let base = self.send_mr.addr() + off as u64;
         let frame_len = HEADER_LEN + PLACED_LEN;
-        let mut write = SendWr::new(
+        let [write, send] = &mut self.wrs.send;
+        fill(
+            write,
             WR_PLACE | u64::from(slot),
             WrOpcode::RdmaWrite {
                 remote_addr: *remote_va,
                 rkey: rkeys[self.index],
             },
-            vec![match local {
+            match local {
                 Some(l) => Sge {
                     addr: l.va,
                     length: *len as u32,
@@ -856,20 +897,23 @@ impl Rail {
                     length: *len as u32,
                     lkey: self.send_mr.lkey(),
                 },
-            }],
+            },
+            false,
+            false,
         );
-        write.signaled = false;
-        let mut send = SendWr::new(
+        fill(
+            send,
             WR_SEND | u64::from(slot),
             WrOpcode::Send,
-            vec![Sge {
+            Sge {
                 addr: base,
                 length: frame_len as u32,
                 lkey: self.send_mr.lkey(),
-            }],
+            },
+            true,
+            solicited(FrameKind::Data),
         );
-        send.solicited = solicited(FrameKind::Data);
-        if let Err(e) = self.qp.post_send(&[write, send]) {
+        if let Err(e) = self.qp.post_send(&self.wrs.send) {
             self.free_send.push(slot);
             self.fail(format!("posting a placed chunk failed: {e}"));
             return Err(self.failed.clone().expect("just failed"));
@@ -915,17 +959,19 @@ impl Rail {
             self.free_send.push(slot);
             return Err(e);
         }
-        let mut wr = SendWr::new(
+        fill(
+            &mut self.wrs.send[1],
             WR_SEND | u64::from(slot),
             WrOpcode::Send,
-            vec![Sge {
+            Sge {
                 addr: self.send_mr.addr() + off as u64,
                 length: len as u32,
                 lkey: self.send_mr.lkey(),
-            }],
+            },
+            true,
+            solicited(kind),
         );
-        wr.solicited = solicited(kind);
-        if let Err(e) = self.qp.post_send(&[wr]) {
+        if let Err(e) = self.qp.post_send(std::slice::from_ref(&self.wrs.send[1])) {
             self.free_send.push(slot);
             self.fail(format!("posting a SEND failed: {e}"));
             return Err(self.failed.clone().expect("just failed"));
@@ -1121,15 +1167,15 @@ impl Rail {
         if self.failed.is_some() {
             return;
         }
-        let wr = RecvWr {
-            wr_id: WR_RECV | u64::from(slot),
-            sg_list: vec![Sge {
-                addr: self.recv_mr.addr() + u64::from(slot * self.params.recv_slot_size),
-                length: self.params.recv_slot_size,
-                lkey: self.recv_mr.lkey(),
-            }],
-        };
-        if let Err(e) = self.qp.post_recv(&[wr]) {
+        let [wr] = &mut self.wrs.recv;
+        wr.wr_id = WR_RECV | u64::from(slot);
+        wr.sg_list.clear();
+        wr.sg_list.push(Sge {
+            addr: self.recv_mr.addr() + u64::from(slot * self.params.recv_slot_size),
+            length: self.params.recv_slot_size,
+            lkey: self.recv_mr.lkey(),
+        });
+        if let Err(e) = self.qp.post_recv(&self.wrs.recv) {
             self.fail(format!("re-posting a receive slot failed: {e}"));
             return;
         }
@@ -1154,19 +1200,22 @@ impl Rail {
             return;
         }
         let _ = self.credit_src.write(0, &self.freed.to_be_bytes());
-        let wr = SendWr::new(
+        fill(
+            &mut self.wrs.credit,
             WR_CREDIT,
             WrOpcode::RdmaWrite {
                 remote_addr: p.credit_va,
                 rkey: p.credit_rkey,
             },
-            vec![Sge {
+            Sge {
                 addr: self.credit_src.addr(),
                 length: 8,
                 lkey: self.credit_src.lkey(),
-            }],
+            },
+            true,
+            false,
         );
-        match self.qp.post_send(&[wr]) {
+        match self.qp.post_send(std::slice::from_ref(&self.wrs.credit)) {
             Ok(()) => {
                 self.reported = self.freed;
                 self.write_in_flight = true;

@@ -40,9 +40,22 @@ pub fn plan(len: usize, rails: &[(usize, f64)], stripe_min: usize, max_chunk: us
             len: 0,
         }];
     }
-    let mut shares: Vec<(usize, usize, usize)> = Vec::new();
+    // One allocation: every chunk of every rail's share (`rail`, its first byte, its bytes).
+    let mut out = Vec::with_capacity(len.div_ceil(max_chunk) + rails.len());
+    let mut push_share = |rail: usize, start: usize, share: usize| {
+        let mut off = 0;
+        while off < share {
+            let n = (share - off).min(max_chunk);
+            out.push(Chunk {
+                rail,
+                offset: start + off,
+                len: n,
+            });
+            off += n;
+        }
+    };
     if len < stripe_min || rails.len() == 1 {
-        shares.push((first, 0, len));
+        push_share(first, 0, len);
     } else {
         let total: f64 = rails.iter().map(|r| r.1.max(0.0)).sum();
         let mut start = 0usize;
@@ -56,22 +69,9 @@ pub fn plan(len: usize, rails: &[(usize, f64)], stripe_min: usize, max_chunk: us
                 0
             };
             if share > 0 {
-                shares.push((rail, start, share));
+                push_share(rail, start, share);
             }
             start += share;
-        }
-    }
-    let mut out = Vec::new();
-    for (rail, start, share) in shares {
-        let mut off = 0;
-        while off < share {
-            let n = (share - off).min(max_chunk);
-            out.push(Chunk {
-                rail,
-                offset: start + off,
-                len: n,
-            });
-            off += n;
         }
     }
     out

@@ -175,7 +175,9 @@ pub struct Tagged {
     next_send_id: u64,
     sends: BTreeMap<u64, SendState>,
     unmatched: VecDeque<u64>,
-    cts: BTreeMap<u64, Vec<CtsEntry>>,
+    /// CTS frames not matched yet, by receive: one entry per buffer (at most
+    /// [`MAX_RECVS`], kept inline: no allocation per CTS).
+    cts: BTreeMap<u64, heapless::Vec<CtsEntry, MAX_RECVS>>,
     cts_next: u64,
     next_recv_seq: u64,
     recvs: BTreeMap<u64, RecvState>,
@@ -254,9 +256,10 @@ impl Tagged {
         self.live = live;
     }
 
-    /// Frames to hand to the rails.
-    pub fn take_outbox(&mut self) -> Vec<OutFrame> {
-        std::mem::take(&mut self.outbox)
+    /// Frames to hand to the rails (the outbox keeps its capacity: no allocation per
+    /// message).
+    pub fn take_outbox(&mut self) -> std::vec::Drain<'_, OutFrame> {
+        self.outbox.drain(..)
     }
 
     /// The connection's failure, if any.
@@ -414,8 +417,10 @@ impl Tagged {
         }
         let seq = self.next_recv_seq;
         self.next_recv_seq += 1;
-        let entries: Vec<(u64, i32)> = bufs.iter().map(|b| (b.len as u64, b.tag)).collect();
-        let places: Vec<Option<(u64, &[u32])>> = (0..bufs.len())
+        // At most MAX_RECVS buffers (checked above): on the stack, no allocation.
+        let entries: heapless::Vec<(u64, i32), MAX_RECVS> =
+            bufs.iter().map(|b| (b.len as u64, b.tag)).collect();
+        let places: heapless::Vec<Option<(u64, &[u32])>, MAX_RECVS> = (0..bufs.len())
             .map(|i| {
                 places
                     .get(i)
@@ -663,7 +668,7 @@ impl Tagged {
                     ));
                 }
                 let rails = self.rails;
-                let entries = (0..usize::from(r.count))
+                let entries = (0..usize::from(r.count).min(MAX_RECVS))
                     .filter_map(|i| f.cts_entry(i).map(|e| (i, e)))
                     .map(|(i, (size, tag))| CtsEntry {
                         size,
@@ -674,7 +679,7 @@ impl Tagged {
                             .filter(|(_, keys)| keys.len() == rails)
                             .map(|(va, keys)| Placement {
                                 va,
-                                keys: keys.into(),
+                                keys: Arc::from(&keys[..]),
                             }),
                     })
                     .collect();
@@ -770,7 +775,10 @@ impl Tagged {
             ));
         }
         b.total = Some(r.total);
-        if b.seen.insert(r.offset) {
+        // A chunk that is the whole message (the usual small one) needs no record of the
+        // offsets seen: a duplicate finds the buffer done.
+        let whole = b.received == 0 && placed.unwrap_or(payload.len() as u64) >= r.total;
+        if whole || b.seen.insert(r.offset) {
             match placed {
                 Some(n) => {
                     b.received += n;
@@ -885,7 +893,7 @@ mod test {
     /// Moves every frame from `a` to `b` as the rails would (all on one rail), acknowledging
     /// each one to `a`.
     fn deliver(a: &mut Tagged, b: &mut Tagged) -> usize {
-        let out = a.take_outbox();
+        let out = a.take_outbox().collect::<Vec<_>>();
         let n = out.len();
         for (_, token, body) in out {
             b.on_frame(&wire(&body));
@@ -897,7 +905,7 @@ mod test {
     /// [`deliver`] where placed chunks are "RDMA WRITTEN" into `mem`, whose first byte has
     /// the virtual address `base`, before their frame arrives.
     fn deliver_placed(a: &mut Tagged, b: &mut Tagged, mem: &Buffer, base: u64) -> usize {
-        let out = a.take_outbox();
+        let out = a.take_outbox().collect::<Vec<_>>();
         let n = out.len();
         for (_, token, body) in out {
             let mut v = vec![0u8; body.len()];
@@ -1043,7 +1051,7 @@ mod test {
         assert_eq!(s.test_send(a).unwrap(), None);
         deliver(&mut r, &mut s);
         // The big send is striped 1:3 over rails 0 and 1; the small one goes on the first.
-        let out = s.take_outbox();
+        let out = s.take_outbox().collect::<Vec<_>>();
         let per_rail = |rail| -> usize {
             out.iter()
                 .filter(|o| o.0 == Some(rail) && o.1 == a)
@@ -1207,7 +1215,7 @@ mod test {
         // A large one waits for its CTS.
         let big = pattern(300_000, 3);
         let c = s.isend(&big, 0, 300_000, 3).unwrap().unwrap();
-        assert!(s.take_outbox().is_empty());
+        assert!(s.take_outbox().collect::<Vec<_>>().is_empty());
         // The receiver posts three receives: the first two complete from the kept frames.
         let d0 = Buffer::new(4096);
         let d1 = Buffer::new(65536);
@@ -1234,7 +1242,7 @@ mod test {
         deliver(&mut r, &mut s);
         let m3 = pattern(64, 4);
         let e = s.isend(&m3, 0, 64, 3).unwrap().unwrap();
-        let out = s.take_outbox();
+        let out = s.take_outbox().collect::<Vec<_>>();
         assert_eq!(out.len(), 1);
         if let FrameBody::Chunk { header, .. } = &out[0].2 {
             assert_eq!(
@@ -1294,7 +1302,10 @@ mod test {
         let q = r.irecv(&one(&d, 100, 3)).unwrap().unwrap();
         assert_eq!(r.test_recv(q).unwrap(), Some(vec![100]));
         assert_eq!(d.to_vec(), m.to_vec());
-        assert!(r.take_outbox().is_empty(), "no CTS to a closed peer");
+        assert!(
+            r.take_outbox().collect::<Vec<_>>().is_empty(),
+            "no CTS to a closed peer"
+        );
         // Nothing more came: the next receive fails with the close.
         let e = r.irecv(&one(&d, 100, 3)).unwrap_err().to_string();
         assert!(e.contains("send side closed"), "{e}");
@@ -1307,7 +1318,7 @@ mod test {
         let a = s.isend(&m, 0, 2000, 3).unwrap().unwrap();
         let b = s.isend(&m, 0, 100, 4).unwrap().unwrap();
         // Keep the frames' acknowledgements back: the sends are still in flight.
-        for (_, _, body) in &s.take_outbox() {
+        for (_, _, body) in &s.take_outbox().collect::<Vec<_>>() {
             r.on_frame(&wire(body));
         }
         let d = Buffer::new(4096);

@@ -204,7 +204,13 @@ pub(crate) fn icrc_of(
     flow.compute_parts(ident, parts[0], &parts[1..n])
 }
 
+/// Iovecs a gathered send holds without a heap allocation: a GSO batch's packets, each a
+/// header piece and a payload span, and one more piece of buffer.
+const STACK_IOVECS: usize = 2 * crate::soft::udp_io::MAX_GSO_SEGMENTS + 2;
+
 /// Calls `f` with the iovecs of `buf[range]` (whole packets), span bytes taken from `region`.
+/// Up to [`STACK_IOVECS`] of them (any batch of the transmit path) live on the stack: no
+/// allocation per send.
 pub(crate) fn with_iovecs<R>(
     buf: &[u8],
     range: std::ops::Range<usize>,
@@ -212,7 +218,18 @@ pub(crate) fn with_iovecs<R>(
     region: &Backing,
     f: impl FnOnce(&[IoSlice<'_>]) -> R,
 ) -> R {
-    let mut iov = Vec::with_capacity(2 * spans.len() + 2);
+    // At most two pieces per span (buffer, then region) and one more of buffer.
+    if 2 * spans.len() < STACK_IOVECS {
+        let mut iov = heapless::Vec::<IoSlice<'_>, STACK_IOVECS>::new();
+        let mut fits = true;
+        pieces(buf, range.clone(), spans, region, |p| {
+            fits &= iov.push(IoSlice::new(p)).is_ok();
+        });
+        if fits {
+            return f(&iov);
+        }
+    }
+    let mut iov = Vec::with_capacity(2 * spans.len() + 1);
     pieces(buf, range, spans, region, |p| iov.push(IoSlice::new(p)));
     f(&iov)
 }

@@ -458,9 +458,14 @@ impl QueuePair {
             QpKind::Vfio(q) => return q.post_send(wrs),
         };
         let qpn = self.qp_num();
-        // One work request (a ping-pong's) goes without a heap allocation.
-        if let [wr] = wrs {
-            return device.post_send(shared, [send_wqe(qpn, 0, wr)?]);
+        // One or two work requests (a ping-pong's; the mesh's WRITE + SEND of a placed chunk)
+        // go without a heap allocation.
+        match wrs {
+            [wr] => return device.post_send(shared, [send_wqe(qpn, 0, wr)?]),
+            [a, b] => {
+                return device.post_send(shared, [send_wqe(qpn, 0, a)?, send_wqe(qpn, 1, b)?])
+            }
+            _ => {}
         }
         let wqes = wrs
             .iter()

@@ -267,7 +267,8 @@ pub(crate) fn irecv_common(
             })?;
         non_null(data, "data")?;
         non_null(tags, "tags")?;
-        let mut specs = Vec::with_capacity(n);
+        // n ≤ MAX_RECVS (checked above): on the stack, no allocation per receive.
+        let mut specs = heapless::Vec::<_, { crate::device::MAX_RECVS }>::new();
         for i in 0..n {
             // SAFETY: NCCL passes arrays of n entries for data, tags and (when non-NULL)
             // mhandles; i < n.
@@ -282,12 +283,15 @@ pub(crate) fn irecv_common(
                     },
                 )
             };
-            specs.push(RecvSpec {
+            let spec = RecvSpec {
                 addr,
                 size: size_of(i)?,
                 tag,
                 mhandle: mh,
-            });
+            };
+            if specs.push(spec).is_err() {
+                return Err(PluginError::internal("irecv: more buffers than maxRecvs"));
+            }
         }
         if let Some(k) = net::irecv(recv_comm as usize, &specs)? {
             put(request, k as *mut c_void);
