@@ -9,7 +9,9 @@
 
 use std::sync::Mutex;
 
-use rdmesh_host::mesh::{Buffer, Listener, RecvComm, RecvRequest, SendComm, SendRequest};
+use rdmesh_host::mesh::{
+    Buffer, Listener, RecvComm, RecvRequest, RecvSizes, SendComm, SendRequest,
+};
 
 use crate::error::Result;
 
@@ -79,8 +81,9 @@ pub enum ReqKind {
     Recv {
         /// The mesh request.
         req: RecvRequest,
-        /// NCCL's buffers, lent, one per buffer of the (grouped) receive.
-        bufs: Vec<Buffer>,
+        /// NCCL's buffers, lent, one per buffer of the (grouped) receive (at most
+        /// `MAX_RECVS`, held without allocation).
+        bufs: heapless::Vec<Buffer, { crate::device::MAX_RECVS }>,
     },
 }
 
@@ -108,7 +111,7 @@ impl Request {
     /// send); the request is then spent and NCCL's buffers are no longer lent.
     ///
     /// Errors: the mesh request's error (size, tag, connection failure); the loans end then too.
-    pub fn poll(&self) -> Result<Option<Vec<usize>>> {
+    pub fn poll(&self) -> Result<Option<RecvSizes>> {
         let mut k = self.kind.lock().unwrap_or_else(|p| p.into_inner());
         let done = match k.as_ref() {
             None => {
@@ -116,7 +119,9 @@ impl Request {
                     "request tested after it completed",
                 ))
             }
-            Some(ReqKind::Send { req, .. }) => req.test().map(|o| o.map(|s| vec![s])),
+            Some(ReqKind::Send { req, .. }) => {
+                req.test().map(|o| o.map(|s| RecvSizes::from_iter([s])))
+            }
             Some(ReqKind::Recv { req, .. }) => req.test(),
         };
         match done {

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use rdmesh_host::mesh::{Buffer, Handle, RecvBuf, Route, HANDLE_LEN};
+use rdmesh_host::mesh::{Buffer, Handle, RecvBuf, RecvSizes, Route, HANDLE_LEN};
 
 use crate::abi::types::{ncclDebugLogger_t, NCCL_INIT, NCCL_NET, NCCL_PTR_CUDA, NCCL_PTR_HOST};
 use crate::comm::{ListenComm, Mr, RecvC, ReqKind, Request, SendC};
@@ -437,7 +437,7 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
                 .map(|reg| (reg, b.addr as u64))
         })
         .collect();
-    let lent: Vec<Buffer> = bufs
+    let lent: heapless::Vec<Buffer, MAX_RECVS> = bufs
         .iter()
         .map(|b| crate::export::memory::lend(b.addr, b.size))
         .collect();
@@ -472,7 +472,7 @@ pub fn irecv(comm: usize, bufs: &[RecvSpec]) -> Result<Option<usize>> {
 /// sizes returned (one per buffer; the data is in NCCL's memory already).
 ///
 /// Errors: an unknown request; the transfer's failure (the request is gone then too).
-pub fn test(request: usize) -> Result<Option<Vec<usize>>> {
+pub fn test(request: usize) -> Result<Option<RecvSizes>> {
     let r = match state::lookup(request, "request")? {
         Object::Request(r) => r,
         _ => {

@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::{MeshError, Result};
-use crate::mesh::frame::{text_frame, FrameKind, MAX_RECVS};
+use crate::mesh::frame::{text_frame, FrameKind, RailKeys, MAX_PLACE_RAILS, MAX_RECVS};
 use crate::mesh::progress::{Progress, Pulse, PulseSeen, Pump, PumpState};
 use crate::mesh::rail::FrameBody;
 use crate::mesh::railset::{Consumed, RailSet, NO_TOKEN};
-use crate::mesh::tagged::{Eager, Placement, PlacementStats, RecvBuf, Tagged};
+use crate::mesh::tagged::{Eager, Placement, PlacementStats, RecvBuf, RecvSizes, Tagged};
 use crate::verbs::{AccessFlags, LentMemory, MemoryRegion, ProtectionDomain, Recovery};
 
 /// How long a closing connection may take to flush its CLOSE frame.
@@ -504,6 +504,21 @@ impl Pump for ConnShared {
     }
 }
 
+/// The keys of a lane's rails as a placement carries them.
+///
+/// Errors: [`MeshError::Request`] for more than [`MAX_PLACE_RAILS`] rails.
+fn rail_keys(keys: impl IntoIterator<Item = u32>) -> Result<RailKeys> {
+    let mut out = RailKeys::new();
+    for k in keys {
+        out.push(k).map_err(|_| {
+            MeshError::Request(format!(
+                "a registration spans more than {MAX_PLACE_RAILS} rails of one lane"
+            ))
+        })?;
+    }
+    Ok(out)
+}
+
 fn wait_until<T>(
     timeout: Duration,
     what: &str,
@@ -590,15 +605,15 @@ impl Lanes {
             })
             .collect();
         let mut mrs: Vec<MemoryRegion> = Vec::new();
-        let mut keys: Vec<Arc<[u32]>> = Vec::new();
+        let mut keys: Vec<RailKeys> = Vec::new();
         match lend {
             Lend::Once(mem) => {
                 let all: Vec<&ProtectionDomain> = pds.iter().flatten().collect();
                 let mr = ProtectionDomain::register_lent_on(&all, mem, access).map_err(host)?;
                 keys = pds
                     .iter()
-                    .map(|l| vec![mr.rkey(); l.len()].into())
-                    .collect();
+                    .map(|l| rail_keys(std::iter::repeat(mr.rkey()).take(l.len())))
+                    .collect::<Result<_>>()?;
                 mrs.push(mr);
             }
             Lend::PerDevice(make) => {
@@ -619,7 +634,7 @@ impl Lanes {
                         };
                         lane_keys.push(key);
                     }
-                    keys.push(lane_keys.into());
+                    keys.push(rail_keys(lane_keys)?);
                 }
             }
         }
@@ -959,7 +974,7 @@ impl RecvRequest {
     ///
     /// Errors: [`MeshError::Truncated`] (a send larger than its buffer, both sizes named), the
     /// connection's failure ([`MeshError::LinkDown`], [`MeshError::Closed`]).
-    pub fn test(&self) -> Result<Option<Vec<usize>>> {
+    pub fn test(&self) -> Result<Option<RecvSizes>> {
         release_held();
         self.shared
             .test(|c| c.tagged.test_recv(self.id))
@@ -969,7 +984,7 @@ impl RecvRequest {
     /// Calls [`RecvRequest::test`] until it completes or `timeout` passes.
     ///
     /// Errors: those of `test`; [`MeshError::Request`] on timeout.
-    pub fn wait(&self, timeout: Duration) -> Result<Vec<usize>> {
+    pub fn wait(&self, timeout: Duration) -> Result<RecvSizes> {
         wait_until(timeout, "receive", || self.test())
     }
 }
@@ -1002,7 +1017,7 @@ pub struct Registration {
     addr: u64,
     len: usize,
     /// Per lane: the key of each rail (the soft provider's lkey and rkey are one).
-    keys: Vec<Arc<[u32]>>,
+    keys: Vec<RailKeys>,
     /// The comm's lanes, by address (compared, never dereferenced).
     lanes: Vec<usize>,
     mrs: Vec<MemoryRegion>,

@@ -67,6 +67,10 @@ pub const MAX_RECVS: usize = 8;
 pub const FLAG_PLACED: u8 = 0x01;
 /// Most rails a placement CTS names rkeys for.
 pub const MAX_PLACE_RAILS: usize = 16;
+
+/// A placement's key per rail, in rail order (at most [`MAX_PLACE_RAILS`]; copied, never
+/// allocated).
+pub type RailKeys = heapless::Vec<u32, MAX_PLACE_RAILS>;
 /// Bytes of a placed DATA frame's payload: the chunk length, u64.
 pub const PLACED_LEN: usize = 8;
 
@@ -238,7 +242,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     /// rkey of each rail (at most [`MAX_PLACE_RAILS`], held without allocation); `None`
     /// without the flag, past `count`, for more rails than that, or for a buffer that is not
     /// registered (address 0). Call after [`FrameRepr::parse`] succeeded.
-    pub fn cts_placement(&self, i: usize) -> Option<(u64, heapless::Vec<u32, MAX_PLACE_RAILS>)> {
+    pub fn cts_placement(&self, i: usize) -> Option<(u64, RailKeys)> {
         let count = usize::from(self.count());
         if self.flags() & FLAG_PLACED == 0 || i >= count || self.total() > MAX_PLACE_RAILS as u64 {
             return None;

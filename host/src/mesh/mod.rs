@@ -78,4 +78,4 @@ pub use handle::{Handle, NodeInfo, HANDLE_LEN};
 pub use nic::NicSpec;
 pub use node::{Connector, DeviceStats, Listener, MeshNode, NicReport};
 pub use select::HcaFilter;
-pub use tagged::{Placement, PlacementStats, RecvBuf};
+pub use tagged::{Placement, PlacementStats, RecvBuf, RecvSizes};

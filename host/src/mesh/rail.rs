@@ -305,7 +305,7 @@ pub enum FrameBody {
         /// The receiver's virtual address of the chunk's first byte.
         remote_va: u64,
         /// The receiver's rkey of the region, per rail (rail order).
-        rkeys: Arc<[u32]>,
+        rkeys: crate::mesh::frame::RailKeys,
         /// Where the chunk lies in memory registered on this end (address, lkey per rail):
         /// the WRITE gathers it from there. `None`: it is copied into the send slot first.
         local: Option<crate::mesh::tagged::Placement>,

@@ -36,12 +36,11 @@
 //!   beyond that `isend`/`irecv` answer "not now" (NCCL's NULL request) and the caller retries.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::Arc;
 
 use crate::mesh::buffer::Buffer;
 use crate::mesh::error::MeshError;
 use crate::mesh::frame::{
-    cts_frame_placed, Frame, FrameKind, FrameRepr, FLAG_EAGER, FLAG_PLACED, MAX_RECVS,
+    cts_frame_placed, Frame, FrameKind, FrameRepr, RailKeys, FLAG_EAGER, FLAG_PLACED, MAX_RECVS,
 };
 use crate::mesh::rail::{FrameBody, DATA_CHUNK};
 use crate::mesh::railset::NO_TOKEN;
@@ -76,7 +75,7 @@ pub struct Placement {
     pub va: u64,
     /// The region's key on each rail of the connection, in rail order: the rkey of a
     /// receive's memory, the lkey of a send's (the soft provider's keys are both).
-    pub keys: Arc<[u32]>,
+    pub keys: RailKeys,
 }
 
 /// Bytes of message data a connection end moved, by path.
@@ -160,6 +159,10 @@ struct Early {
     tag: i32,
     payload: Vec<u8>,
 }
+
+/// The size of each buffer's send in a completed receive (bytes, buffer order; at most
+/// [`MAX_RECVS`], held without allocation).
+pub type RecvSizes = heapless::Vec<usize, MAX_RECVS>;
 
 /// A frame for the rails: which rail (`None`: any), the token to report on completion, the
 /// bytes.
@@ -677,10 +680,7 @@ impl Tagged {
                         place: f
                             .cts_placement(i)
                             .filter(|(_, keys)| keys.len() == rails)
-                            .map(|(va, keys)| Placement {
-                                va,
-                                keys: Arc::from(&keys[..]),
-                            }),
+                            .map(|(va, keys)| Placement { va, keys }),
                     })
                     .collect();
                 self.cts.insert(r.seq, entries);
@@ -839,7 +839,7 @@ impl Tagged {
     ///
     /// Errors: a buffer's error (e.g. [`MeshError::Truncated`]) or the connection's;
     /// [`MeshError::Request`] for an unknown sequence number.
-    pub fn test_recv(&mut self, seq: u64) -> Result<Option<Vec<usize>>, MeshError> {
+    pub fn test_recv(&mut self, seq: u64) -> Result<Option<RecvSizes>, MeshError> {
         let Some(r) = self.recvs.get(&seq) else {
             return Err(MeshError::Request(format!(
                 "receive request {seq} is unknown (already completed?)"
@@ -943,7 +943,7 @@ mod test {
         let mem = Buffer::new(400_000);
         let place = Placement {
             va: 0x1000 + 100,
-            keys: vec![7, 8].into(),
+            keys: RailKeys::from_slice(&[7, 8]).unwrap(),
         };
         let seq = r
             .irecv_placed(
@@ -962,7 +962,7 @@ mod test {
         let id = s.isend(&src, 0, 300_000, 0).unwrap().unwrap();
         deliver_placed(&mut s, &mut r, &mem, 0x1000);
         assert_eq!(s.test_send(id).unwrap(), Some(300_000));
-        assert_eq!(r.test_recv(seq).unwrap(), Some(vec![300_000]));
+        assert_eq!(r.test_recv(seq).unwrap().as_deref(), Some(&[300_000][..]));
         assert_eq!(mem.to_vec()[100..300_100], src.to_vec()[..]);
         (s.stats(), r.stats())
     }
@@ -1077,8 +1077,8 @@ mod test {
                 s.on_sent(token);
             }
         }
-        assert_eq!(r.test_recv(q1).unwrap(), Some(vec![300_000]));
-        assert_eq!(r.test_recv(q2).unwrap(), Some(vec![100]));
+        assert_eq!(r.test_recv(q1).unwrap().as_deref(), Some(&[300_000][..]));
+        assert_eq!(r.test_recv(q2).unwrap().as_deref(), Some(&[100][..]));
         assert_eq!(&dst1.to_vec()[..300_000], &big.to_vec()[..]);
         assert_eq!(&dst2.to_vec()[..100], &small.to_vec()[..]);
         assert_eq!(s.test_send(a).unwrap(), Some(300_000));
@@ -1124,7 +1124,7 @@ mod test {
         deliver(&mut r, &mut s);
         let id = s.isend(&pattern(0, 0), 0, 0, 1).unwrap().unwrap();
         deliver(&mut s, &mut r);
-        assert_eq!(r.test_recv(q).unwrap(), Some(vec![0]));
+        assert_eq!(r.test_recv(q).unwrap().as_deref(), Some(&[0][..]));
         assert_eq!(s.test_send(id).unwrap(), Some(0));
     }
 
@@ -1148,7 +1148,7 @@ mod test {
         let z = s.isend(&pattern(7, 0), 0, 7, 10).unwrap().unwrap();
         let w = s.isend(&pattern(3, 0), 0, 3, 11).unwrap().unwrap();
         deliver(&mut s, &mut r);
-        assert_eq!(r.test_recv(q).unwrap(), Some(vec![7, 3, 5]));
+        assert_eq!(r.test_recv(q).unwrap().as_deref(), Some(&[7, 3, 5][..]));
         for id in [x, z, w] {
             assert!(s.test_send(id).unwrap().is_some());
         }
@@ -1223,15 +1223,15 @@ mod test {
         let q0 = r.irecv(&one(&d0, 4096, 3)).unwrap().unwrap();
         let q1 = r.irecv(&one(&d1, 65536, 3)).unwrap().unwrap();
         let q2 = r.irecv(&one(&d2, 1 << 20, 3)).unwrap().unwrap();
-        assert_eq!(r.test_recv(q0).unwrap(), Some(vec![100]));
-        assert_eq!(r.test_recv(q1).unwrap(), Some(vec![65535]));
+        assert_eq!(r.test_recv(q0).unwrap().as_deref(), Some(&[100][..]));
+        assert_eq!(r.test_recv(q1).unwrap().as_deref(), Some(&[65535][..]));
         assert_eq!(r.test_recv(q2).unwrap(), None);
         // Their CTSs reach the sender: the first two are checked and skipped, the third
         // matches the large send.
         deliver(&mut r, &mut s);
         assert!(s.failure().is_none());
         deliver(&mut s, &mut r);
-        assert_eq!(r.test_recv(q2).unwrap(), Some(vec![300_000]));
+        assert_eq!(r.test_recv(q2).unwrap().as_deref(), Some(&[300_000][..]));
         assert_eq!(s.test_send(c).unwrap(), Some(300_000));
         assert_eq!(&d0.to_vec()[..100], &m0.to_vec()[..]);
         assert_eq!(&d1.to_vec()[..65535], &m1.to_vec()[..]);
@@ -1252,7 +1252,7 @@ mod test {
         }
         s.outbox = out;
         deliver(&mut s, &mut r);
-        assert_eq!(r.test_recv(q3).unwrap(), Some(vec![64]));
+        assert_eq!(r.test_recv(q3).unwrap().as_deref(), Some(&[64][..]));
         assert_eq!(s.test_send(e).unwrap(), Some(64));
         assert_eq!(d3.to_vec(), m3.to_vec());
     }
@@ -1286,7 +1286,7 @@ mod test {
         assert_eq!(deliver(&mut s, &mut r), 4);
         for (id, q) in ids.into_iter().zip(qs) {
             assert_eq!(s.test_send(id).unwrap(), Some(100));
-            assert_eq!(r.test_recv(q).unwrap(), Some(vec![100]));
+            assert_eq!(r.test_recv(q).unwrap().as_deref(), Some(&[100][..]));
         }
     }
 
@@ -1300,7 +1300,7 @@ mod test {
         r.on_frame(&text_frame(FrameKind::Close, 0, "send side closed"));
         let d = Buffer::new(100);
         let q = r.irecv(&one(&d, 100, 3)).unwrap().unwrap();
-        assert_eq!(r.test_recv(q).unwrap(), Some(vec![100]));
+        assert_eq!(r.test_recv(q).unwrap().as_deref(), Some(&[100][..]));
         assert_eq!(d.to_vec(), m.to_vec());
         assert!(
             r.take_outbox().collect::<Vec<_>>().is_empty(),
