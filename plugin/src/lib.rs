@@ -10,7 +10,8 @@
 //! - [`export`]: the exported tables and the `extern "C"` functions (the FFI layer: panics
 //!   caught, pointers checked).
 //! - [`net`]: the operations, independent of the ABI version; [`comm`]: the objects behind
-//!   NCCL's pointers; [`state`]: the process-wide node, reference counts and the registry.
+//!   NCCL's pointers; [`state`]: the process-wide node and its reference counts;
+//!   [`registry`]: the pointers NCCL holds, looked up on every call.
 //! - [`config`]: the `RDMESH_*` variables the plugin adds; [`log`]: NCCL's logger.
 
 pub mod abi;
@@ -22,6 +23,7 @@ pub mod export;
 pub mod log;
 pub mod net;
 pub mod pin;
+pub mod registry;
 pub mod state;
 
 #[cfg(test)]

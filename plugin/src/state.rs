@@ -10,8 +10,8 @@
 //!   pointer NCCL kept from `getProperties` (`name`, `pciPath`), never points into unmapped
 //!   code or data; v10-and-older tables, which get no `finalize`, rely on this.
 //! - The pointers NCCL holds (contexts, comms, registrations, requests) are keys into a
-//!   registry: every call looks its pointer up, so a stale or foreign pointer is an
-//!   `ncclInternalError`, never a wild dereference.
+//!   registry (module `registry`): every call looks its pointer up, so a stale or foreign
+//!   pointer is an `ncclInternalError`, never a wild dereference.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +25,7 @@ use crate::comm::{ListenComm, Mr, RecvC, Request, SendC};
 use crate::config::PluginConfig;
 use crate::device::{devices_of, NetDevice};
 use crate::error::{PluginError, Result};
+use crate::registry;
 use crate::{info, warn};
 
 /// A communicator's context (v11+ `init`).
@@ -89,7 +90,6 @@ impl Object {
 struct Slot {
     plugin: Option<Arc<Plugin>>,
     refs: usize,
-    objects: HashMap<usize, Object>,
 }
 
 static SLOT: Mutex<Option<Slot>> = Mutex::new(None);
@@ -166,10 +166,12 @@ pub fn release() {
         if s.refs > 0 {
             return;
         }
-        (s.plugin.take(), std::mem::take(&mut s.objects))
+        // Drained under the slot's lock (the registry's locks nest inside it, never the
+        // reverse), so an `init` racing this one registers into an empty registry.
+        (s.plugin.take(), registry::remove_where(|_| true))
     };
     let open = leftovers
-        .values()
+        .iter()
         .filter(|o| matches!(o, Object::Listen(_) | Object::Send(_) | Object::Recv(_)))
         .count();
     if open > 0 {
@@ -222,21 +224,14 @@ fn wait_for_threads(wait: Duration) -> Vec<String> {
 
 /// Registers an object; returns the pointer NCCL gets.
 pub fn register(o: Object) -> usize {
-    let k = o.key();
-    slot()
-        .get_or_insert_with(Slot::default)
-        .objects
-        .insert(k, o);
-    k
+    registry::insert(o)
 }
 
 /// Looks a pointer up.
 ///
 /// Errors: `ncclInternalError` naming `what` when it is not a live object.
 pub fn lookup(key: usize, what: &str) -> Result<Object> {
-    slot()
-        .as_ref()
-        .and_then(|s| s.objects.get(&key).cloned())
+    registry::get(key)
         .ok_or_else(|| PluginError::internal(format!("{what} {key:#x} is not a live rdmesh object (closed already, or never returned by rdmesh)")))
 }
 
@@ -244,42 +239,26 @@ pub fn lookup(key: usize, what: &str) -> Result<Object> {
 ///
 /// Errors: as [`lookup`].
 pub fn unregister(key: usize, what: &str) -> Result<Object> {
-    slot()
-        .as_mut()
-        .and_then(|s| s.objects.remove(&key))
+    registry::remove(key)
         .ok_or_else(|| PluginError::internal(format!("{what} {key:#x} is not a live rdmesh object (closed already, or never returned by rdmesh)")))
 }
 
 /// Removes every request of comm `comm_id` (closing a comm with requests in flight: NCCL
 /// never tests them again). Returns how many there were.
 pub fn drop_requests_of(comm_id: u64) -> usize {
-    let removed: Vec<Object> = {
-        let mut g = slot();
-        let Some(s) = g.as_mut() else { return 0 };
-        let keys: Vec<usize> = s
-            .objects
-            .iter()
-            .filter(|(_, o)| matches!(o, Object::Request(r) if r.comm_id == comm_id))
-            .map(|(k, _)| *k)
-            .collect();
-        keys.iter().filter_map(|k| s.objects.remove(k)).collect()
-    };
+    let removed =
+        registry::remove_where(|o| matches!(o, Object::Request(r) if r.comm_id == comm_id));
     removed.len()
 }
 
 /// Number of live objects of each kind: (contexts, comms, registrations, requests).
 pub fn census() -> (usize, usize, usize, usize) {
-    let g = slot();
     let mut c = (0, 0, 0, 0);
-    if let Some(s) = g.as_ref() {
-        for o in s.objects.values() {
-            match o {
-                Object::Ctx(_) => c.0 += 1,
-                Object::Listen(_) | Object::Send(_) | Object::Recv(_) => c.1 += 1,
-                Object::Mr(_) => c.2 += 1,
-                Object::Request(_) => c.3 += 1,
-            }
-        }
-    }
+    registry::for_each(|o| match o {
+        Object::Ctx(_) => c.0 += 1,
+        Object::Listen(_) | Object::Send(_) | Object::Recv(_) => c.1 += 1,
+        Object::Mr(_) => c.2 += 1,
+        Object::Request(_) => c.3 += 1,
+    });
     c
 }
