@@ -5,8 +5,9 @@
 //! Regression: the progress thread used to wait for the pacer only through the socket's
 //! SO_RCVTIMEO, which the kernel counts in jiffies (4 ms at HZ=250, so 4–8 ms per wait), and
 //! sent one bucket (line rate × 100 µs, at least two packets) per wake-up: 200 Mb/s came out
-//! as about 8 Mb/s. The bounds are generous (50 % and 110 % of the line rate) so that a loaded
-//! machine does not fail them; the bug missed the lower one by a factor of six.
+//! as about 8 Mb/s. The bounds are generous (20 % and 110 % of the line rate) so that a loaded
+//! machine does not fail them — a 2-core VM compiling beside the test measured 64.5 Mb/s once,
+//! a quiet one 197–199 — while the bug stays five times below the lower one.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -93,8 +94,8 @@ fn paced_write_stream_reaches_the_line_rate_without_timeouts() {
     assert_eq!(sq.lowest_rate_mbps, LINE_RATE_MBPS);
     // Goodput counts payload only (headers add under 1 % at 4096-byte packets).
     assert!(
-        goodput_mbps >= LINE_RATE_MBPS as f64 * 0.5,
-        "goodput {goodput_mbps:.1} Mb/s is below half the DCQCN line rate {LINE_RATE_MBPS} Mb/s: the pacer is not woken at its send times"
+        goodput_mbps >= LINE_RATE_MBPS as f64 * 0.2,
+        "goodput {goodput_mbps:.1} Mb/s is below a fifth of the DCQCN line rate {LINE_RATE_MBPS} Mb/s: the pacer is not woken at its send times"
     );
     assert!(
         goodput_mbps <= LINE_RATE_MBPS as f64 * 1.1,
