@@ -15,6 +15,8 @@
 //!
 //! A shard spins while there is work. With nothing to do it keeps polling for [`SPIN`] (the
 //! next packet of a pipeline is usually that close), unless it shares its CPU: a `sched_yield`
+//! (every round, or every [`YIELD_EVERY`] rounds of a shard of several whose yields come back
+//! at once)
 //! that returns only after [`CONTENDED_YIELD`] means other threads wanted the CPU, and a shard
 //! that spins on then takes time from the threads with work (the peer's shards on the same
 //! host among them). Then, and after the spin, a shard of several sleeps in `poll(2)` on its
@@ -44,6 +46,17 @@ pub const SPIN: Duration = Duration::from_millis(2);
 /// A `sched_yield` of an idle shard that took this long gave the CPU to another thread: the
 /// shard stops spinning and sleeps until a packet or a hand-off comes.
 pub const CONTENDED_YIELD: Duration = Duration::from_micros(50);
+/// Rounds a busy or spinning shard of several makes between two `sched_yield`s while its
+/// yields come back at once (within [`QUICK_YIELD`]: no other thread wanted its CPU). A lone
+/// shard, and a shard whose last yield let another thread run, yields every round. The yield
+/// lets the soft provider's threads and any other thread of the CPU run, but it is a system
+/// call, and a datagram or a hand-off that comes during it waits for it: on the 16-CPU host
+/// the shards' rounds were one `recvmsg` and one `sched_yield` each (36 and 37 per 8 KiB
+/// message), while on a 2-CPU VM with two shards per rank the yield of every round is what
+/// lets the other busy threads run (the harness's stream lost 18 % without it).
+pub const YIELD_EVERY: u32 = 16;
+/// A `sched_yield` that returns within this long ran no other thread (see [`YIELD_EVERY`]).
+pub const QUICK_YIELD: Duration = Duration::from_micros(5);
 
 /// `test` calls in a row that may find a shard's thread awake without a round made before the
 /// calling thread does the shard's work itself ([`Pulse::starved`]).
@@ -291,6 +304,18 @@ impl Progress {
         let mut idle_rounds: u32 = 0;
         let mut last_busy = Instant::now();
         let mut contended = false;
+        let mut yields = YieldPacer::new(several);
+        // Yields when one is due; returns how long it took, if it yielded.
+        let mut yield_if_due = || {
+            if !yields.due() {
+                return None;
+            }
+            let t = Instant::now();
+            std::thread::yield_now();
+            let took = t.elapsed();
+            yields.yielded(took);
+            Some(took)
+        };
         // This round's items, copied out of the shared list (whose lock `Progress::add_to`
         // takes); the copy keeps its capacity from round to round.
         let mut items: Vec<Arc<dyn Pump>> = Vec::new();
@@ -331,7 +356,7 @@ impl Progress {
                 idle_rounds = 0;
                 last_busy = Instant::now();
                 contended = false;
-                std::thread::yield_now();
+                yield_if_due();
                 continue;
             }
             idle_rounds = idle_rounds.saturating_add(1);
@@ -340,9 +365,7 @@ impl Progress {
             // it) while it has a CPU to itself.
             let spin = several && !contended && last_busy.elapsed() < SPIN;
             if idle_rounds < 8 || spin {
-                let t = Instant::now();
-                std::thread::yield_now();
-                if several && t.elapsed() >= CONTENDED_YIELD {
+                if yield_if_due().is_some_and(|took| several && took >= CONTENDED_YIELD) {
                     contended = true;
                 }
                 continue;
@@ -357,6 +380,42 @@ impl Progress {
         }
         me.items.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.running.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// When a shard's round ends with a `sched_yield` ([`YIELD_EVERY`], [`QUICK_YIELD`]).
+#[derive(Debug)]
+struct YieldPacer {
+    /// The node has several shards (a lone one shares the application's CPUs: every round).
+    several: bool,
+    /// Rounds since the last yield.
+    since: u32,
+    /// The last yield came back within [`QUICK_YIELD`].
+    quick: bool,
+}
+
+impl YieldPacer {
+    fn new(several: bool) -> YieldPacer {
+        YieldPacer {
+            several,
+            since: 0,
+            quick: false,
+        }
+    }
+
+    /// Called once per round: whether this one yields.
+    fn due(&mut self) -> bool {
+        self.since += 1;
+        if self.several && self.quick && self.since < YIELD_EVERY {
+            return false;
+        }
+        self.since = 0;
+        true
+    }
+
+    /// The yield [`due`](Self::due) asked for took `took`.
+    fn yielded(&mut self, took: Duration) {
+        self.quick = took < QUICK_YIELD;
     }
 }
 
@@ -460,6 +519,39 @@ mod test {
                 PumpState::Busy
             }
         }
+    }
+
+    #[test]
+    fn a_shard_of_several_yields_every_round_until_its_yields_come_back_at_once() {
+        // Rounds in 64 that yield, each yield taking `took`.
+        let yields_in_64 = |several: bool, took: Duration| {
+            let mut p = YieldPacer::new(several);
+            (0..64)
+                .filter(|_| {
+                    let due = p.due();
+                    if due {
+                        p.yielded(took);
+                    }
+                    due
+                })
+                .count()
+        };
+        let quick = Duration::from_nanos(500);
+        let slow = QUICK_YIELD * 4;
+        // Quick yields: the first round yields (nothing known yet), then every YIELD_EVERY-th.
+        assert_eq!(yields_in_64(true, quick), 1 + (63 / YIELD_EVERY as usize));
+        // A yield that ran another thread: every round, as a lone shard always does.
+        assert_eq!(yields_in_64(true, slow), 64);
+        assert_eq!(yields_in_64(false, quick), 64);
+        // One slow yield among quick ones brings the next round's yield back at once.
+        let mut p = YieldPacer::new(true);
+        assert!(p.due());
+        p.yielded(quick);
+        assert!(!p.due());
+        let mut p = YieldPacer::new(true);
+        assert!(p.due());
+        p.yielded(slow);
+        assert!(p.due());
     }
 
     #[test]
