@@ -53,7 +53,7 @@ pub const CONTENDED_YIELD: Duration = Duration::from_micros(50);
 /// call, and a datagram or a hand-off that comes during it waits for it: on the 16-CPU host
 /// the shards' rounds were one `recvmsg` and one `sched_yield` each (36 and 37 per 8 KiB
 /// message), while on a 2-CPU VM with two shards per rank the yield of every round is what
-/// lets the other busy threads run (the harness's stream lost 18 % without it).
+/// lets the other busy threads run (the harness's stream lost 15–22 % without it).
 pub const YIELD_EVERY: u32 = 16;
 /// A `sched_yield` that returns within this long ran no other thread (see [`YIELD_EVERY`]).
 pub const QUICK_YIELD: Duration = Duration::from_micros(5);
