@@ -95,8 +95,13 @@ pub(crate) fn emit_packet<E>(
     }
 }
 
-/// Element `i` (0 = front) of a deque.
+/// Element `i` (0 = front) of a deque. The front, the element asked for most (the WQE at the
+/// head of a queue), without splitting the ring into its two slices.
+#[inline]
 pub(crate) fn deque_get<T, const N: usize>(q: &Deque<T, N>, i: usize) -> Option<&T> {
+    if i == 0 {
+        return q.front();
+    }
     let (a, b) = q.as_slices();
     if i < a.len() {
         a.get(i)
@@ -105,8 +110,12 @@ pub(crate) fn deque_get<T, const N: usize>(q: &Deque<T, N>, i: usize) -> Option<
     }
 }
 
-/// Element `i` (0 = front) of a deque, mutable.
+/// Element `i` (0 = front) of a deque, mutable (the front without splitting the ring).
+#[inline]
 pub(crate) fn deque_get_mut<T, const N: usize>(q: &mut Deque<T, N>, i: usize) -> Option<&mut T> {
+    if i == 0 {
+        return q.front_mut();
+    }
     let (a, b) = q.as_mut_slices();
     let al = a.len();
     if i < al {
@@ -144,6 +153,10 @@ mod test {
         assert!(deque_get(&q, 4).is_none());
         *deque_get_mut(&mut q, 3).unwrap() = 9;
         assert_eq!(q.back(), Some(&9));
+        *deque_get_mut(&mut q, 0).unwrap() = 7;
+        assert_eq!(q.front(), Some(&7));
+        let empty: Deque<u8, 4> = Deque::new();
+        assert!(deque_get(&empty, 0).is_none());
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub(crate) struct IdentSolver {
     /// `(source, destination, flow)` of the pairs seen last, filled round-robin.
     flows: [Option<(SocketAddr, SocketAddr, IcrcFlow)>; FLOWS],
     next_flow: usize,
+    /// The entry of `flows` that matched last.
+    last_flow: usize,
 }
 
 impl IdentSolver {
@@ -110,18 +112,26 @@ impl IdentSolver {
         (1..MAX_GSO_SEGMENTS as u16).find(|&x| l(x) == delta)
     }
 
-    /// The flow of datagrams from `src` to `dst`.
+    /// The flow of datagrams from `src` to `dst`: the pair that matched last is compared first
+    /// (a QP's packets come from one peer), then the others.
     fn flow(&mut self, src: SocketAddr, dst: SocketAddr) -> IcrcFlow {
-        if let Some((_, _, f)) = self
-            .flows
-            .iter()
-            .flatten()
-            .find(|(s, d, _)| *s == src && *d == dst)
-        {
-            return *f;
+        let hit = |e: &Option<(SocketAddr, SocketAddr, IcrcFlow)>| {
+            e.as_ref()
+                .filter(|(s, d, _)| *s == src && *d == dst)
+                .map(|e| e.2)
+        };
+        if let Some(f) = hit(&self.flows[self.last_flow]) {
+            return f;
+        }
+        for (i, e) in self.flows.iter().enumerate() {
+            if let Some(f) = hit(e) {
+                self.last_flow = i;
+                return f;
+            }
         }
         let f = IcrcFlow::new(&headers::context(src, dst));
         self.flows[self.next_flow] = Some((src, dst, f));
+        self.last_flow = self.next_flow;
         self.next_flow = (self.next_flow + 1) % FLOWS;
         f
     }
