@@ -7,13 +7,16 @@
  *
  *   plain      recv / unconnected sendto                      (the reference's server side)
  *   connected  recv / send on connected sockets                (the reference's client side)
+ *   opts       plain with the provider's socket options (below), UDP_GRO off
+ *   noname     recvmsg without the source address, UDP_GRO on
  *   recvmsg    recvmsg with a source address, 64 KiB buffer, UDP_GRO on
  *   +tos       and IP_RECVTOS (the ECN bits: a control message per datagram)
  *   +timeout   and SO_RCVTIMEO (the provider's blocking receive returns to run timers)
  *   +ack       and every send a 2-segment UDP GSO send: the datagram and a 20-byte ACK
  *
  * All but plain/connected also set IP_MTU_DISCOVER=IP_PMTUDISC_DO, IP_TTL and IP_TOS as the
- * provider does. The provider cannot use connected sockets: Linux numbers the IPv4 ID of a
+ * provider does. opts and noname each leave out one thing of the step after them (recvmsg):
+ * the call form and the source address. The provider cannot use connected sockets: Linux numbers the IPv4 ID of a
  * connected socket's datagrams from a random per-socket start (ip_select_ident_segs), and the
  * ICRC covers the ID.
  *
@@ -38,11 +41,12 @@
 #endif
 
 enum { N = 20000, LEN = 40, ACK = 20 };
-struct variant { const char *name; int connected, recvmsg, opts, tos, timeout, ack; };
+struct variant { const char *name; int connected, recvmsg, opts, tos, timeout, ack, nogro, noname; };
 static const struct variant variants[] = {
-	{"plain", 0, 0, 0, 0, 0, 0},   {"connected", 1, 0, 0, 0, 0, 0},
-	{"recvmsg", 0, 1, 1, 0, 0, 0}, {"+tos", 0, 1, 1, 1, 0, 0},
-	{"+timeout", 0, 1, 1, 1, 1, 0}, {"+ack", 0, 1, 1, 1, 1, 1},
+	{"plain", 0, 0, 0, 0, 0, 0, 0, 0},     {"connected", 1, 0, 0, 0, 0, 0, 0, 0},
+	{"opts", 0, 0, 1, 0, 0, 0, 1, 0},      {"noname", 0, 1, 1, 0, 0, 0, 0, 1},
+	{"recvmsg", 0, 1, 1, 0, 0, 0, 0, 0}, {"+tos", 0, 1, 1, 1, 0, 0, 0, 0},
+	{"+timeout", 0, 1, 1, 1, 1, 0, 0, 0}, {"+ack", 0, 1, 1, 1, 1, 1, 0, 0},
 };
 static const struct variant *v;
 static int sa, sb;
@@ -67,7 +71,8 @@ static int open_socket(struct sockaddr_in *a)
 		setsockopt(s, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
 		setsockopt(s, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl);
 		setsockopt(s, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
-		setsockopt(s, IPPROTO_UDP, UDP_GRO, &one, sizeof one);
+		if (!v->nogro)
+			setsockopt(s, IPPROTO_UDP, UDP_GRO, &one, sizeof one);
 	}
 	if (v->tos)
 		setsockopt(s, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
@@ -106,7 +111,7 @@ static void recv_one(int s, char *b)
 		char c[256];
 		struct sockaddr_in from;
 		struct iovec io = {b, 65536};
-		struct msghdr m = {&from, sizeof from, &io, 1, c, sizeof c, 0};
+		struct msghdr m = {v->noname ? NULL : &from, v->noname ? 0 : sizeof from, &io, 1, c, sizeof c, 0};
 		while (recvmsg(s, &m, 0) < 0)
 			;
 	} else {
