@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 sysroot=$(rustc --print sysroot)
-profdata=$(ls "$sysroot"/lib/rustlib/*/bin/llvm-profdata 2>/dev/null | head -n 1)
+profdata=$(ls "$sysroot"/lib/rustlib/*/bin/llvm-profdata 2>/dev/null | head -n 1 || true)
 [ -x "$profdata" ] || {
   echo "pgo-train: no llvm-profdata in $sysroot; run: rustup component add llvm-tools" >&2
   exit 1

@@ -961,7 +961,10 @@ impl SoftDevice {
         if batch.count > 0 {
             // A held ACK that is urgent or half-way to its deadline rides as the batch's last,
             // shorter segment in the same GSO send: one datagram train, one wake-up of the peer
-            // (segment i sealed with ID i), instead of a datagram of its own later.
+            // (segment i sealed with ID i), instead of a datagram of its own later. One that
+            // is not urgent and cannot be appended is not sent ahead of the batch either: a
+            // datagram in front of data the peer waits for cost ~1 µs per half round trip in
+            // the plugin's 8 KiB ping-pong (docs/benchmarks.md, 2026-12-03 22:00).
             let used = batch.used;
             if ack_hold.rides(now.0) && batch.can_append(MAX_ACK_LEN) {
                 if let Some(n) = ack_hold.take(&mut txbuf[used..used + MAX_ACK_LEN]) {
