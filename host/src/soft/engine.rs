@@ -975,10 +975,7 @@ impl SoftDevice {
             spans.clear();
         }
         if ack_hold.due(now.0) || (ack_hold.urgent() && (data_sent || release_urgent)) {
-            if let Some(n) = ack_hold.take(&mut txbuf[..]) {
-                let one = TxBatch::single(n + 4);
-                self.send_batch(qp, &mut txbuf[..n + 4], &one, flow, remote);
-            }
+            self.send_held_ack(qp, ack_hold, txbuf, flow, remote);
         }
         // CNPs the notification point generated for CE-marked packets (28 bytes + ICRC). They
         // bypass the impairment layer, so its accounting covers data and ACKs only.
@@ -1001,6 +998,48 @@ impl SoftDevice {
             lower_deadline(&self.ack_deadline, d);
         }
         qp.drain_completions(core);
+    }
+
+    /// Sends the ACK `ack_hold` holds, if any, in a datagram of its own (`txbuf`: the QP's
+    /// transmit buffer).
+    fn send_held_ack(
+        &self,
+        qp: &QpShared,
+        ack_hold: &mut AckHold,
+        txbuf: &mut [u8],
+        flow: &IcrcFlow,
+        remote: SocketAddr,
+    ) {
+        if let Some(n) = ack_hold.take(&mut txbuf[..]) {
+            let one = TxBatch::single(n + 4);
+            self.send_batch(qp, &mut txbuf[..n + 4], &one, flow, remote);
+        }
+    }
+
+    /// Sends every ACK the QPs hold back, urgent or not: the thread driving this device is
+    /// about to sleep holding its receive (a mesh shard with nothing to do,
+    /// [`socket_wait`](Self::socket_wait)), so nothing would send a held ACK but the progress
+    /// thread's timer wake — and a thread woken by a timer on a CPU that another thread keeps
+    /// busy can wait a scheduler slice (~3 ms) for it. On the one-GPU host that outlasted the
+    /// requester's 1 ms retransmit timeout for a one-packet message (a CTS, a credit WRITE):
+    /// NCCL runs with spurious timeouts, one packet resent each (docs/benchmarks.md,
+    /// 2026-12-04 00:35). There is nothing left to coalesce with while the driver sleeps.
+    /// Every QP is looked at: `ack_deadline` reads "none" while another thread's timer scan
+    /// runs.
+    fn release_held_acks(&self) {
+        for qp in self.qp_list() {
+            let mut core = qp.lock();
+            let QpCore {
+                remote,
+                flow,
+                txbuf,
+                ack_hold,
+                ..
+            } = &mut *core;
+            if let (true, Some(remote), Some(flow)) = (ack_hold.held(), *remote, flow.as_ref()) {
+                self.send_held_ack(&qp, ack_hold, txbuf, flow, remote);
+            }
+        }
     }
 
     /// Seals and sends the packets of `batch` in `buf` whose payload `spans` hold in one
@@ -1845,6 +1884,7 @@ impl SoftDevice {
             return None;
         }
         let rx = self.rx.try_lock().ok()?;
+        self.release_held_acks();
         self.app_waiting.fetch_add(1, Ordering::Relaxed);
         self.rx_blocked.store(true, Ordering::Relaxed);
         Some(SocketWait { dev: self, _rx: rx })
@@ -2643,6 +2683,58 @@ mod test {
             (before.timeouts, before.retransmitted_packets),
             "{before:?} then {c:?}"
         );
+    }
+
+    /// A thread about to sleep holding the receive (a mesh shard with nothing to do:
+    /// `socket_wait`) first sends the ACKs its QPs hold back, the coalesced ACK of a WRITE
+    /// among them: a progress thread woken later by its timer may wait for a CPU longer than
+    /// the requester's retransmit timeout.
+    #[test]
+    fn a_driver_about_to_sleep_sends_the_acks_held_back() {
+        let (a, b) = (open(238), open(239));
+        let (ea, eb) = connected(&a, &b, 4096, Mtu::Mtu1024, 14);
+        let dev = soft(&b);
+        let holds = || dev.qp_list().iter().any(|qp| qp.lock().ack_hold.held());
+        // The first ACK of a QP goes at once (no ACK sent yet to count PSNs from).
+        let wc = ea.write_to(&eb, 4096, 1, Duration::from_secs(10));
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+        let mut seen = 0;
+        for i in 2..12 {
+            ea.post_write_to(&eb, 4096, i);
+            let start = std::time::Instant::now();
+            // This thread drives B (as a shard does): it receives the WRITE, and B's progress
+            // thread would send the held ACK only ACK_DELAY_NS after this thread last came by.
+            let mut missed = None;
+            while dev.progress(None) == 0 && missed.is_none() {
+                missed = ea.cq.poll_one();
+                assert!(start.elapsed() < Duration::from_secs(10), "B got no WRITE");
+            }
+            if let Some(wc) =
+                missed.or_else(|| (!holds()).then(|| ea.completion(Duration::from_secs(10))))
+            {
+                // B's progress thread took the WRITE first, or its ACK went at once.
+                assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+                continue;
+            }
+            seen += 1;
+            // The progress thread may hold the receive a moment: take it as soon as it is free.
+            let wait = loop {
+                if let Some(w) = dev.socket_wait() {
+                    break w;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "B's receive stays held"
+                );
+            };
+            assert!(!holds(), "B sleeps on its socket with an ACK held back");
+            drop(wait);
+            let wc = ea.completion(Duration::from_secs(10));
+            assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success));
+        }
+        assert!(seen > 0, "no try saw B hold an ACK");
+        let c = ea.qp.counters();
+        assert_eq!((c.timeouts, c.retransmitted_packets), (0, 0), "{c:?}");
     }
 
     /// A driven receive burst (an application thread's or a mesh shard's poll) stops after a

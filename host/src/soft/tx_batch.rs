@@ -223,6 +223,11 @@ impl AckHold {
         self.rides_any = self.held;
     }
 
+    /// Whether an ACK is held.
+    pub(crate) fn held(&self) -> bool {
+        self.held
+    }
+
     /// Whether an urgent ACK is held.
     pub(crate) fn urgent(&self) -> bool {
         self.held && self.urgent
