@@ -1020,12 +1020,13 @@ impl SoftDevice {
     /// about to sleep holding its receive (a mesh shard with nothing to do,
     /// [`socket_wait`](Self::socket_wait)), so nothing would send a held ACK but the progress
     /// thread's timer wake — and a thread woken by a timer on a CPU that another thread keeps
-    /// busy can wait a scheduler slice (~3 ms) for it. On the one-GPU host that outlasted the
-    /// requester's 1 ms retransmit timeout for a one-packet message (a CTS, a credit WRITE):
-    /// NCCL runs with spurious timeouts, one packet resent each (docs/benchmarks.md,
-    /// 2026-12-04 00:35). There is nothing left to coalesce with while the driver sleeps.
-    /// Every QP is looked at: `ack_deadline` reads "none" while another thread's timer scan
-    /// runs.
+    /// busy can wait a scheduler slice (~3 ms) for it, longer than the requester's 1 ms
+    /// RTO_low for a message of a few packets (a CTS, a credit WRITE). In NCCL runs on the
+    /// one-GPU host the soft devices' progress threads waited up to 4 ms for a CPU, and the
+    /// slow runs had spurious timeouts of one or two packets each (docs/benchmarks.md,
+    /// 2026-12-04 00:29; this change did not remove them all). There is nothing left to
+    /// coalesce with while the driver sleeps. Every QP is looked at: `ack_deadline` reads
+    /// "none" while another thread's timer scan runs.
     fn release_held_acks(&self) {
         for qp in self.qp_list() {
             let mut core = qp.lock();
